@@ -1,0 +1,37 @@
+"""Composition root: builds the adapters the handlers use, once per warm container."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topogov.adapters.ec2 import Pacer, TopologyClient, ec2_client
+from topogov.adapters.kube import KubeHttp, KubeNodes
+from topogov.adapters.kube_auth import EksTokenSource, describe_cluster, eks_api_client, kubeconfig_api_client
+from topogov.adapters.snapshot_store import S3SnapshotStore
+from topogov.config import ReconcileSettings
+from topogov.logic.labeler import Labeler
+
+
+def aws_session(region: str | None) -> Any:
+    import boto3
+
+    return boto3.session.Session(region_name=region)
+
+
+def kube_api_client(settings: ReconcileSettings, session: Any) -> Any:
+    if settings.kubeconfig:
+        return kubeconfig_api_client(settings.kubeconfig)
+    assert settings.cluster_name is not None  # enforced by the settings model
+    endpoint = describe_cluster(session.client("eks"), settings.cluster_name)
+    tokens = EksTokenSource(session.client("sts"), settings.cluster_name)
+    return eks_api_client(endpoint, tokens)
+
+
+def build_labeler(settings: ReconcileSettings, session: Any | None = None) -> Labeler:
+    session = session or aws_session(settings.region)
+    nodes = KubeNodes(KubeHttp(kube_api_client(settings, session)), page_size=settings.page_size)
+    ec2 = TopologyClient(
+        ec2_client(session, max_attempts=settings.ec2_max_attempts), Pacer(settings.ec2_rate_per_s)
+    )
+    store = S3SnapshotStore(session.client("s3"), settings.snapshot_bucket, settings.snapshot_key)
+    return Labeler(nodes, ec2, store)

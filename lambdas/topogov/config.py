@@ -1,0 +1,66 @@
+"""Configuration of the functions: one pydantic model, validated at cold start.
+
+Logic never reads ``os.environ``; handlers build a settings object once and pass values down.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from topogov.exceptions import ConfigError
+
+ENV_PREFIX = "TOPOGOV_"
+
+
+class ReconcileSettings(BaseModel):
+    """Environment of the reconcile function (``TOPOGOV_*`` variables)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cluster_name: str | None = Field(None, description="EKS cluster; endpoint, CA and tokens come from AWS")
+    kubeconfig: str | None = Field(
+        None, description="kubeconfig path instead of EKS (local stack, other clusters)"
+    )
+    snapshot_bucket: str = Field(..., min_length=3)
+    snapshot_key: str = "topology/snapshot.json"
+    ec2_rate_per_s: float = Field(
+        1.0, gt=0, le=1000, description="client-side pace of DescribeInstanceTopology"
+    )
+    ec2_max_attempts: int = Field(5, ge=1, le=20, description="botocore standard-mode attempts per call")
+    refresh_after_s: float = Field(
+        24 * 3600, gt=0, description="re-ask EC2 about an instance after this long"
+    )
+    budget_margin_s: float = Field(
+        15.0, ge=0, description="stop asking/patching this long before the timeout"
+    )
+    page_size: int = Field(500, ge=1, le=5000, description="nodes per list page")
+    region: str | None = None
+
+    @model_validator(mode="after")
+    def _one_cluster(self) -> ReconcileSettings:
+        if bool(self.cluster_name) == bool(self.kubeconfig):
+            raise ValueError("set exactly one of TOPOGOV_CLUSTER_NAME (EKS) or TOPOGOV_KUBECONFIG")
+        return self
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ReconcileSettings:
+        env = os.environ if environ is None else environ
+        values: dict[str, str] = {}
+        for name in cls.model_fields:
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw not in (None, ""):
+                values[name] = raw
+        values.setdefault("region", env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "")
+        if not values["region"]:
+            values.pop("region")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{ENV_PREFIX}{'.'.join(str(p) for p in e['loc']).upper() or 'SETTINGS'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ConfigError(f"invalid reconcile configuration: {problems}") from exc

@@ -1,0 +1,114 @@
+"""Kubernetes resource quantities and the four resources Topogov governs (pure, no I/O)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+GPU = "nvidia.com/gpu"
+EFA = "vpc.amazonaws.com/efa"
+CPU = "cpu"
+MEMORY = "memory"
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """Parse a Kubernetes quantity (``"500m"``, ``"16Gi"``, ``"1e3"``, ``8``) into a Decimal."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    m = _QUANTITY.match(value.strip())
+    if m is None:
+        raise ValueError(f"not a quantity: {value!r}")
+    number, exponent, suffix = m.groups()
+    try:
+        base = Decimal(number)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid numbers
+        raise ValueError(f"not a quantity: {value!r}") from exc
+    if exponent:
+        return base * (Decimal(10) ** int(exponent[1:]))
+    suffix = suffix or ""
+    if suffix in _BINARY:
+        return base * _BINARY[suffix]
+    return base * _DECIMAL[suffix]
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """GPU and EFA devices, CPU in millicores, memory in bytes."""
+
+    gpu: int = 0
+    efa: int = 0
+    cpu_m: int = 0
+    memory: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpu + other.gpu, self.efa + other.efa, self.cpu_m + other.cpu_m, self.memory + other.memory
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpu - other.gpu, self.efa - other.efa, self.cpu_m - other.cpu_m, self.memory - other.memory
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {"gpu": self.gpu, "efa": self.efa, "cpu_m": self.cpu_m, "memory": self.memory}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Resources:
+        return cls(int(data["gpu"]), int(data["efa"]), int(data["cpu_m"]), int(data["memory"]))
+
+
+def resources_from(quantities: Mapping[str, Any]) -> Resources:
+    """The governed resources in a ``status.allocatable`` or ``resources.requests`` map."""
+
+    def get(name: str, scale: int = 1) -> int:
+        raw = quantities.get(name)
+        return 0 if raw is None else int(parse_quantity(raw) * scale)
+
+    return Resources(gpu=get(GPU), efa=get(EFA), cpu_m=get(CPU, 1000), memory=get(MEMORY))
+
+
+def total(items: Iterable[Resources]) -> Resources:
+    acc = Resources()
+    for item in items:
+        acc = acc + item
+    return acc
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """A pod's effective request, as the scheduler counts it: max(sum of containers, largest init)."""
+    spec = pod.get("spec") or {}
+
+    def req(c: Mapping[str, Any]) -> Resources:
+        return resources_from(((c.get("resources") or {}).get("requests")) or {})
+
+    main = total(req(c) for c in spec.get("containers") or [])
+    inits = [req(c) for c in spec.get("initContainers") or []]
+    if not inits:
+        return main
+    return Resources(
+        gpu=max(main.gpu, *(i.gpu for i in inits)),
+        efa=max(main.efa, *(i.efa for i in inits)),
+        cpu_m=max(main.cpu_m, *(i.cpu_m for i in inits)),
+        memory=max(main.memory, *(i.memory for i in inits)),
+    )

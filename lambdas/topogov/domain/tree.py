@@ -1,0 +1,170 @@
+"""The cluster's network topology tree with per-domain capacity (pure, no I/O).
+
+Built from node labels (what Kueue sees), so it renders the same against the local stack and a
+real cluster. Layer-1 domains are the roots; each node hangs under its deepest layer; nodes without
+topology labels are grouped on their own instead of being dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from topogov.domain.labels import layer_label, network_path
+from topogov.domain.quantity import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """A node as the topology tree and the snapshot see it."""
+
+    name: str
+    path: tuple[str, ...]  # network nodes, layer 1 first; empty = no topology
+    instance_type: str = ""
+    instance_id: str = ""
+    allocatable: Resources = field(default_factory=Resources)
+    requested: Resources = field(default_factory=Resources)
+
+    @classmethod
+    def from_labels(
+        cls,
+        name: str,
+        labels: Mapping[str, str],
+        *,
+        instance_type: str = "",
+        instance_id: str = "",
+        allocatable: Resources | None = None,
+        requested: Resources | None = None,
+    ) -> NodeCapacity:
+        return cls(
+            name,
+            network_path(labels),
+            instance_type,
+            instance_id,
+            allocatable or Resources(),
+            requested or Resources(),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": list(self.path),
+            "instance_type": self.instance_type,
+            "instance_id": self.instance_id,
+            "allocatable": self.allocatable.to_json(),
+            "requested": self.requested.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NodeCapacity:
+        return cls(
+            data["name"],
+            tuple(data["path"]),
+            data.get("instance_type", ""),
+            data.get("instance_id", ""),
+            Resources.from_json(data["allocatable"]),
+            Resources.from_json(data["requested"]),
+        )
+
+
+@dataclass(slots=True)
+class Domain:
+    layer: int
+    id: str
+    children: dict[str, Domain] = field(default_factory=dict)
+    nodes: list[NodeCapacity] = field(default_factory=list)
+    allocatable: Resources = field(default_factory=Resources)
+    requested: Resources = field(default_factory=Resources)
+    node_count: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "label": layer_label(self.layer),
+            "id": self.id,
+            "node_count": self.node_count,
+            "allocatable": self.allocatable.to_json(),
+            "requested": self.requested.to_json(),
+            "children": [c.to_json() for c in sorted(self.children.values(), key=lambda d: d.id)],
+            "nodes": sorted(n.name for n in self.nodes),
+        }
+
+
+@dataclass(slots=True)
+class TopologyTree:
+    roots: dict[str, Domain] = field(default_factory=dict)
+    unplaced: list[NodeCapacity] = field(default_factory=list)
+    depth: int = 0
+
+    def walk(self) -> Iterable[Domain]:
+        stack = list(self.roots.values())
+        while stack:
+            d = stack.pop()
+            yield d
+            stack.extend(d.children.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "depth": self.depth,
+            "levels": [layer_label(i) for i in range(1, self.depth + 1)],
+            "domains": [d.to_json() for d in sorted(self.roots.values(), key=lambda d: d.id)],
+            "unplaced": sorted(n.name for n in self.unplaced),
+        }
+
+
+def build_tree(nodes: Iterable[NodeCapacity]) -> TopologyTree:
+    tree = TopologyTree()
+    for node in nodes:
+        if not node.path:
+            tree.unplaced.append(node)
+            continue
+        tree.depth = max(tree.depth, len(node.path))
+        level = tree.roots
+        domain: Domain | None = None
+        for layer, node_id in enumerate(node.path, start=1):
+            domain = level.get(node_id)
+            if domain is None:
+                domain = level[node_id] = Domain(layer, node_id)
+            domain.allocatable = domain.allocatable + node.allocatable
+            domain.requested = domain.requested + node.requested
+            domain.node_count += 1
+            level = domain.children
+        assert domain is not None
+        domain.nodes.append(node)
+    return tree
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _mid(prefix: str, value: str) -> str:
+    return f"{prefix}_{_UNSAFE.sub('_', value)}"
+
+
+def to_mermaid(tree: TopologyTree, title: str = "Cluster") -> str:
+    """A Mermaid flowchart in the shape of AWS's visualize_topology.sh (layer 4 included)."""
+    lines = ["flowchart TD", f'    root["{title}"]']
+
+    def emit(domain: Domain, parent: str) -> None:
+        mid = _mid(f"L{domain.layer}", domain.id)
+        lines.append(f'    {mid}["Layer {domain.layer}: {domain.id}"]')
+        lines.append(f"    {parent} --> {mid}")
+        for child in sorted(domain.children.values(), key=lambda d: d.id):
+            emit(child, mid)
+        for node in sorted(domain.nodes, key=lambda n: n.name):
+            nid = _mid("N", node.name)
+            lines.append(f'    {nid}["{node.name}"]')
+            lines.append(f"    {mid} --> {nid}")
+
+    for root in sorted(tree.roots.values(), key=lambda d: d.id):
+        emit(root, "root")
+    if tree.unplaced:
+        lines.append('    unplaced["No topology labels"]')
+        lines.append("    root --> unplaced")
+        for node in sorted(tree.unplaced, key=lambda n: n.name):
+            nid = _mid("N", node.name)
+            lines.append(f'    {nid}["{node.name}"]')
+            lines.append(f"    unplaced --> {nid}")
+    return "\n".join(lines) + "\n"

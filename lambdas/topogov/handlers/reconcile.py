@@ -1,0 +1,88 @@
+"""Reconcile Lambda: a full pass on the schedule, a targeted pass when an instance starts running.
+
+Thin: parse the event, run one labeler pass, publish its summary as logs and metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from topogov.config import ReconcileSettings
+from topogov.logic.labeler import Labeler, PassOptions, PassSummary
+from topogov.models.events import Ec2StateChangeEvent, parse_reconcile_event
+from topogov.observability import logger, metrics, tracer
+
+_settings: ReconcileSettings | None = None
+_labeler: Labeler | None = None
+
+
+def settings() -> ReconcileSettings:
+    global _settings
+    if _settings is None:
+        _settings = ReconcileSettings.from_env()
+    return _settings
+
+
+def labeler() -> Labeler:
+    """Built on first use and reused while the container stays warm (EKS endpoint, token, pools)."""
+    global _labeler
+    if _labeler is None:
+        from topogov.bootstrap import build_labeler
+
+        _labeler = build_labeler(settings())
+    return _labeler
+
+
+def options_for(event: dict[str, Any], remaining_s: float, cfg: ReconcileSettings) -> PassOptions | None:
+    parsed = parse_reconcile_event(event)
+    deadline = time.monotonic() + max(0.0, remaining_s - cfg.budget_margin_s)
+    if isinstance(parsed, Ec2StateChangeEvent):
+        if parsed.detail.state != "running":
+            return None
+        return PassOptions(
+            refresh_after_s=cfg.refresh_after_s,
+            deadline=deadline,
+            targeted_instance_ids=frozenset({parsed.detail.instance_id}),
+        )
+    return PassOptions(refresh_after_s=cfg.refresh_after_s, deadline=deadline)
+
+
+def publish(summary: PassSummary) -> None:
+    count = MetricUnit.Count
+    metrics.add_dimension(name="mode", value=summary.mode)
+    for name, value in (
+        ("NodesSeen", summary.nodes_seen),
+        ("Ec2Backed", summary.ec2_backed),
+        ("WithTopology", summary.with_topology),
+        ("Patched", summary.patched),
+        ("Unchanged", summary.unchanged),
+        ("Failed", summary.failed),
+        ("Ec2Calls", summary.ec2_calls),
+        ("Ec2Retries", summary.ec2_retries),
+        ("Ec2Missing", len(summary.ec2_missing)),
+        ("K8sReads", summary.k8s_reads),
+        ("K8sWrites", summary.k8s_writes),
+        ("Incomplete", 0 if summary.complete else 1),
+    ):
+        metrics.add_metric(name=name, unit=count, value=value)
+    for reason, value in summary.skipped.items():
+        metrics.add_metric(name=f"Skipped_{reason}", unit=count, value=value)
+    metrics.add_metric(name="DurationSeconds", unit=MetricUnit.Seconds, value=summary.duration_s)
+    logger.info("reconcile pass", extra={"summary": summary.to_json()})
+
+
+@logger.inject_lambda_context(correlation_id_path="id")
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    cfg = settings()
+    options = options_for(event, context.get_remaining_time_in_millis() / 1000.0, cfg)
+    if options is None:
+        logger.info("ignored event", extra={"detail": event.get("detail")})
+        return {"ignored": True}
+    summary = labeler().run(options)
+    publish(summary)
+    return summary.to_json()

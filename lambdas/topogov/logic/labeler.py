@@ -1,0 +1,302 @@
+"""One reconcile pass of the labeler: EC2 topology -> node labels, and the topology snapshot.
+
+Logic only: EC2, Kubernetes and the snapshot store come in as ports, so tests drive it with the
+real adapters against local servers, or with fakes for pure unit tests.
+
+What a pass asks EC2 (and nothing more): instances it has never seen, instances named by a
+state-change event, and instances whose last answer is older than ``refresh_after_s``. A running
+instance's network nodes do not change, so everything else comes from the snapshot.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from topogov.domain.labels import InstanceTopology, apply_patch, label_patch
+from topogov.domain.nodes import NodeKind, NodeView
+from topogov.domain.quantity import Resources
+from topogov.domain.snapshot import Snapshot
+from topogov.domain.tree import NodeCapacity
+from topogov.exceptions import KubernetesError, SnapshotError
+
+
+class Skip(enum.StrEnum):
+    NO_PROVIDER_ID = NodeKind.NO_PROVIDER_ID.value
+    NOT_EC2 = NodeKind.NOT_EC2.value
+    HYPERPOD = NodeKind.HYPERPOD.value
+    MALFORMED = NodeKind.MALFORMED.value
+    NOT_IN_EC2_ANSWER = "not_in_ec2_answer"  # unsupported type, not running: keeps its labels
+    PENDING = "pending"  # not asked yet: time budget or EC2 error; the next pass continues
+    NODE_GONE = "node_gone"  # deleted between list and patch
+    NODE_NOT_REGISTERED = "node_not_registered"  # event for an instance whose node has not joined
+
+
+# --- ports -------------------------------------------------------------------------------------
+
+
+class DescribeOutcome(Protocol):
+    answers: dict[str, InstanceTopology]
+    asked: list[str]
+    unasked: list[str]
+    calls: int
+    retries: int
+    error: str | None
+
+
+class TopologySource(Protocol):
+    def describe(self, instance_ids: Sequence[str], deadline: float) -> DescribeOutcome: ...
+
+
+class PatchOutcomeLike(Protocol):
+    outcome: str
+    status: int
+    message: str
+
+
+class NodeStore(Protocol):
+    @property
+    def counters(self) -> Any: ...
+    def list_nodes(self) -> list[dict[str, Any]]: ...
+    def get_node(self, name: str) -> dict[str, Any] | None: ...
+    def patch_labels(self, name: str, patch: Mapping[str, str | None]) -> PatchOutcomeLike: ...
+    def requested_by_node(self) -> dict[str, Resources]: ...
+
+
+class SnapshotStore(Protocol):
+    def load(self) -> Snapshot | None: ...
+    def save(self, snapshot: Snapshot) -> None: ...
+
+
+# --- result ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PassSummary:
+    mode: str  # "full" or "targeted"
+    nodes_seen: int = 0
+    ec2_backed: int = 0
+    with_topology: int = 0
+    patched: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    ec2_calls: int = 0
+    ec2_retries: int = 0
+    ec2_instances_asked: int = 0
+    ec2_missing: list[str] = field(default_factory=list)  # asked, not in EC2's answer (reported)
+    ec2_error: str | None = None
+    k8s_reads: int = 0
+    k8s_writes: int = 0
+    complete: bool = True  # False when the budget or an error left work for the next pass
+    duration_s: float = 0.0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    snapshot_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PassOptions:
+    refresh_after_s: float = 24 * 3600
+    deadline: float = float("inf")  # on the monotonic clock
+    targeted_instance_ids: frozenset[str] | None = None  # None = full pass
+    collect_requested: bool = True
+
+
+# --- the pass ----------------------------------------------------------------------------------
+
+
+def instances_to_ask(
+    instance_ids: Iterable[str],
+    snapshot: Snapshot,
+    now: float,
+    refresh_after_s: float,
+    forced: Iterable[str] = (),
+) -> list[str]:
+    """Which instances EC2 must be asked about: unknown first, then forced, then stale."""
+    unknown: list[str] = []
+    stale: list[str] = []
+    forced_set = set(forced)
+    for iid in dict.fromkeys(instance_ids):
+        if iid in forced_set:
+            continue
+        known = snapshot.instances.get(iid)
+        seen_at = known.fetched_at if known else snapshot.absent.get(iid)
+        if seen_at is None:
+            unknown.append(iid)
+        elif now - seen_at >= refresh_after_s:
+            stale.append(iid)
+    return unknown + sorted(forced_set) + stale
+
+
+class Labeler:
+    def __init__(
+        self,
+        nodes: NodeStore,
+        ec2: TopologySource,
+        store: SnapshotStore,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._nodes = nodes
+        self._ec2 = ec2
+        self._store = store
+        self._clock = clock
+        self._wall = wall
+
+    def run(self, options: PassOptions) -> PassSummary:
+        started = self._clock()
+        reads0, writes0 = self._nodes.counters.reads, self._nodes.counters.writes
+        summary = PassSummary(mode="full" if options.targeted_instance_ids is None else "targeted")
+        snapshot = self._load_snapshot(summary)
+
+        skips: Counter[str] = Counter()
+        if options.targeted_instance_ids is None:
+            views = [NodeView.from_api(o) for o in self._nodes.list_nodes()]
+        else:
+            views, not_registered = self._targeted_views(options.targeted_instance_ids, snapshot)
+            if not_registered:
+                skips[Skip.NODE_NOT_REGISTERED] += len(not_registered)
+        forced = options.targeted_instance_ids or frozenset()
+        ec2_nodes: list[tuple[NodeView, str]] = []
+        for view in views:
+            ref = view.ref
+            if ref.kind is NodeKind.EC2:
+                ec2_nodes.append((view, ref.instance_id))
+            else:
+                skips[ref.kind.value] += 1
+        summary.nodes_seen = len(views)
+        summary.ec2_backed = len(ec2_nodes)
+
+        # Ask EC2 only for what is not known.
+        ask = instances_to_ask(
+            (i for _, i in ec2_nodes), snapshot, self._wall(), options.refresh_after_s, forced
+        )
+        if ask:
+            outcome = self._ec2.describe(ask, options.deadline)
+            summary.ec2_calls = outcome.calls
+            summary.ec2_retries = outcome.retries
+            summary.ec2_error = outcome.error
+            summary.ec2_instances_asked = len(outcome.asked)
+            now = self._wall()
+            for iid in outcome.asked:
+                if iid in outcome.answers:
+                    snapshot.instances[iid] = outcome.answers[iid]
+                    snapshot.absent.pop(iid, None)
+                else:
+                    snapshot.instances.pop(iid, None)
+                    snapshot.absent[iid] = now
+                    summary.ec2_missing.append(iid)
+            if outcome.unasked:
+                summary.complete = False
+
+        # Patch only the nodes whose labels differ.
+        final_labels: dict[str, Mapping[str, str]] = {}
+        gone: set[str] = set()
+        for view, iid in ec2_nodes:
+            final_labels[view.name] = view.labels
+            topo = snapshot.instances.get(iid)
+            if topo is None:
+                skips[Skip.NOT_IN_EC2_ANSWER if iid in snapshot.absent else Skip.PENDING] += 1
+                continue
+            summary.with_topology += 1
+            patch = label_patch(view.labels, topo)
+            if not patch:
+                summary.unchanged += 1
+                continue
+            if self._clock() > options.deadline:
+                skips[Skip.PENDING] += 1
+                summary.complete = False
+                continue
+            result = self._nodes.patch_labels(view.name, patch)
+            if result.outcome == "patched":
+                summary.patched += 1
+                final_labels[view.name] = apply_patch(view.labels, patch)
+            elif result.outcome == "gone":
+                skips[Skip.NODE_GONE] += 1
+                gone.add(view.name)
+            else:
+                summary.failed += 1
+                summary.complete = False
+                summary.failures.append(
+                    {"node": view.name, "status": result.status, "message": result.message}
+                )
+
+        # Refresh the snapshot: per-node capacity on the labels the nodes now carry.
+        requested: dict[str, Resources] = {}
+        if options.collect_requested and options.targeted_instance_ids is None:
+            try:
+                requested = self._nodes.requested_by_node()
+            except KubernetesError as exc:
+                summary.failures.append({"node": None, "status": exc.status, "message": str(exc)})
+        node_capacity = {
+            v.name: NodeCapacity.from_labels(
+                v.name,
+                final_labels.get(v.name, v.labels),
+                instance_type=v.instance_type,
+                instance_id=v.ref.instance_id,
+                allocatable=v.allocatable,
+                requested=requested.get(v.name)
+                or (snapshot.nodes[v.name].requested if v.name in snapshot.nodes else Resources()),
+            )
+            for v in views
+            if v.name not in gone
+        }
+        if options.targeted_instance_ids is None:
+            snapshot.nodes = node_capacity
+            live = {iid for _, iid in ec2_nodes}
+            snapshot.instances = {i: t for i, t in snapshot.instances.items() if i in live}
+            snapshot.absent = {i: t for i, t in snapshot.absent.items() if i in live}
+        else:
+            snapshot.nodes.update(node_capacity)
+        snapshot.generated_at = self._wall()
+        try:
+            self._store.save(snapshot)
+        except SnapshotError as exc:
+            summary.snapshot_error = str(exc)
+            summary.complete = False
+
+        summary.skipped = dict(sorted(skips.items()))
+        summary.k8s_reads = self._nodes.counters.reads - reads0
+        summary.k8s_writes = self._nodes.counters.writes - writes0
+        summary.duration_s = round(self._clock() - started, 4)
+        return summary
+
+    def _load_snapshot(self, summary: PassSummary) -> Snapshot:
+        try:
+            return self._store.load() or Snapshot()
+        except SnapshotError as exc:
+            summary.snapshot_error = str(exc)
+            return Snapshot()
+
+    def _targeted_views(
+        self, instance_ids: Iterable[str], snapshot: Snapshot
+    ) -> tuple[list[NodeView], set[str]]:
+        """The nodes of the named instances (one GET each when the snapshot knows the node), and
+        the ids with no node yet: the next full pass picks those up."""
+        views: list[NodeView] = []
+        missing: list[str] = []
+        wanted: set[str] = set()
+        for iid in instance_ids:
+            name = snapshot.node_for_instance(iid)
+            obj = self._nodes.get_node(name) if name else None
+            if obj is not None and NodeView.from_api(obj).ref.instance_id == iid:
+                views.append(NodeView.from_api(obj))
+            else:
+                missing.append(iid)
+        if missing:
+            # Not in the snapshot (new instance): one list finds it if it has registered.
+            wanted = set(missing)
+            for obj in self._nodes.list_nodes():
+                view = NodeView.from_api(obj)
+                if view.ref.instance_id in wanted:
+                    views.append(view)
+                    wanted.discard(view.ref.instance_id)
+        return views, wanted

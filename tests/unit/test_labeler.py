@@ -1,0 +1,225 @@
+"""The labeler's pass logic, with in-memory fakes for its three ports (pure-logic unit tests)."""
+
+from dataclasses import dataclass, field
+
+from topogov.domain.labels import InstanceTopology, layer_label
+from topogov.domain.quantity import Resources
+from topogov.domain.snapshot import Snapshot
+from topogov.logic.labeler import Labeler, PassOptions, instances_to_ask
+
+
+@dataclass
+class Counters:
+    reads: int = 0
+    writes: int = 0
+
+
+@dataclass
+class Patch:
+    outcome: str
+    status: int = 200
+    message: str = ""
+
+
+class FakeNodes:
+    def __init__(self, objs, fail=(), gone=()):
+        self.objs = {o["metadata"]["name"]: o for o in objs}
+        self.counters = Counters()
+        self.fail = set(fail)
+        self.gone = set(gone)
+
+    def list_nodes(self):
+        self.counters.reads += 1
+        return [dict(o) for o in self.objs.values()]
+
+    def get_node(self, name):
+        self.counters.reads += 1
+        return self.objs.get(name)
+
+    def patch_labels(self, name, patch):
+        self.counters.writes += 1
+        if name in self.fail:
+            return Patch("failed", 500, "boom")
+        if name in self.gone:
+            return Patch("gone", 404)
+        labels = self.objs[name]["metadata"].setdefault("labels", {})
+        for k, v in patch.items():
+            if v is None:
+                labels.pop(k, None)
+            else:
+                labels[k] = v
+        return Patch("patched")
+
+    def requested_by_node(self):
+        self.counters.reads += 1
+        return {}
+
+
+@dataclass
+class Outcome:
+    answers: dict
+    asked: list
+    unasked: list = field(default_factory=list)
+    calls: int = 0
+    retries: int = 0
+    error: str | None = None
+
+
+class FakeEc2:
+    def __init__(self, topo, limit=None):
+        self.topo = topo
+        self.asked = []
+        self.limit = limit
+
+    def describe(self, ids, deadline):
+        ids = list(ids)
+        take = ids if self.limit is None else ids[: self.limit]
+        self.asked.append(take)
+        answers = {i: self.topo[i] for i in take if i in self.topo}
+        return Outcome(answers, take, ids[len(take) :], calls=(len(take) + 99) // 100)
+
+
+class FakeStore:
+    def __init__(self):
+        self.snap = None
+
+    def load(self):
+        return self.snap
+
+    def save(self, snap):
+        self.snap = Snapshot.from_json(snap.to_json())
+
+
+def node(name, iid, labels=None, provider=True):
+    spec = {"providerID": f"aws:///us-east-1a/{iid}"} if provider else {}
+    return {
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+
+
+def iid(n):
+    return f"i-{n:017x}"
+
+
+def topo(n, layers=3):
+    return InstanceTopology(
+        iid(n), tuple(f"nn-{n // 4:x}-{k}" for k in range(layers)), zone_id="use1-az1", fetched_at=1000.0
+    )
+
+
+def make(nodes, topos, **kw):
+    fake_nodes = FakeNodes(nodes, **kw)
+    ec2 = FakeEc2({t.instance_id: t for t in topos})
+    store = FakeStore()
+    return Labeler(fake_nodes, ec2, store, wall=lambda: 2000.0), fake_nodes, ec2, store
+
+
+def test_first_pass_labels_every_node_then_steady_pass_asks_and_writes_nothing():
+    lab, nodes, ec2, _store = make([node(f"n{i}", iid(i)) for i in range(5)], [topo(i) for i in range(5)])
+    first = lab.run(PassOptions())
+    assert (first.patched, first.ec2_calls, first.with_topology) == (5, 1, 5)
+    assert nodes.objs["n0"]["metadata"]["labels"][layer_label(1)] == "nn-0-0"
+    steady = lab.run(PassOptions())
+    assert (steady.patched, steady.unchanged, steady.ec2_calls, steady.k8s_writes) == (0, 5, 0, 0)
+    assert len(ec2.asked) == 1
+
+
+def test_hand_edited_label_is_corrected_without_asking_ec2():
+    lab, nodes, _ec2, _ = make([node("n0", iid(0))], [topo(0)])
+    lab.run(PassOptions())
+    nodes.objs["n0"]["metadata"]["labels"][layer_label(2)] = "edited"
+    nodes.objs["n0"]["metadata"]["labels"]["team"] = "mine"
+    s = lab.run(PassOptions())
+    assert (s.patched, s.ec2_calls) == (1, 0)
+    labels = nodes.objs["n0"]["metadata"]["labels"]
+    assert labels[layer_label(2)] == "nn-0-1" and labels["team"] == "mine"
+
+
+def test_skips_are_counted_by_reason_and_unsupported_instances_keep_their_labels():
+    hp = node("hp", iid(9))
+    hp["metadata"]["labels"]["sagemaker.amazonaws.com/compute-type"] = "hyperpod"
+    bad = node("bad", "x")
+    bad["spec"]["providerID"] = "aws:///us-east-1a/nope"
+    cpu = node("cpu", iid(7), {layer_label(1): "kept"})
+    nodes = [node("gpu", iid(1)), node("noid", iid(2), provider=False), hp, bad, cpu]
+    lab, fake_nodes, _, _ = make(nodes, [topo(1)])
+    s = lab.run(PassOptions())
+    assert s.skipped == {
+        "hyperpod_managed": 1,
+        "malformed_provider_id": 1,
+        "no_provider_id": 1,
+        "not_in_ec2_answer": 1,
+    }
+    assert s.ec2_missing == [iid(7)]
+    assert fake_nodes.objs["cpu"]["metadata"]["labels"] == {layer_label(1): "kept"}
+    # the absence is remembered: the next pass does not ask again
+    s2 = lab.run(PassOptions())
+    assert s2.ec2_calls == 0 and s2.skipped["not_in_ec2_answer"] == 1
+
+
+def test_one_failing_node_never_stops_the_others_and_a_gone_node_is_skipped():
+    lab, _, _, store = make(
+        [node(f"n{i}", iid(i)) for i in range(4)], [topo(i) for i in range(4)], fail={"n1"}, gone={"n2"}
+    )
+    s = lab.run(PassOptions())
+    assert (s.patched, s.failed, s.skipped.get("node_gone")) == (2, 1, 1)
+    assert s.failures[0]["node"] == "n1" and not s.complete
+    assert "n2" not in store.snap.nodes
+
+
+def test_budget_cut_keeps_what_was_learned_and_the_next_pass_continues():
+    lab, _, ec2, store = make([node(f"n{i}", iid(i)) for i in range(250)], [topo(i) for i in range(250)])
+    ec2.limit = 100
+    s1 = lab.run(PassOptions())
+    assert (s1.patched, s1.skipped["pending"], s1.complete) == (100, 150, False)
+    assert len(store.snap.instances) == 100
+    s2 = lab.run(PassOptions())
+    assert ec2.asked[1][0] == iid(100)  # asks only what it did not learn
+    assert s2.patched == 100
+
+
+def test_stale_answers_are_asked_again_after_the_refresh_interval():
+    snap = Snapshot(instances={iid(1): topo(1), iid(2): InstanceTopology(iid(2), ("a",), fetched_at=1990.0)})
+    assert instances_to_ask([iid(1), iid(2), iid(3)], snap, now=2000.0, refresh_after_s=500) == [
+        iid(3),
+        iid(1),
+    ]
+    assert instances_to_ask([iid(2)], snap, now=2000.0, refresh_after_s=500, forced=[iid(2)]) == [iid(2)]
+
+
+def test_targeted_pass_reads_one_node_and_forces_a_fresh_answer():
+    lab, nodes, ec2, _ = make([node(f"n{i}", iid(i)) for i in range(10)], [topo(i) for i in range(10)])
+    lab.run(PassOptions())
+    moved = InstanceTopology(iid(3), ("x", "y", "z"), zone_id="use1-az1")
+    ec2.topo[iid(3)] = moved
+    reads = nodes.counters.reads
+    s = lab.run(PassOptions(targeted_instance_ids=frozenset({iid(3)})))
+    assert (s.mode, s.patched, s.nodes_seen, s.ec2_instances_asked) == ("targeted", 1, 1, 1)
+    assert nodes.counters.reads - reads == 1
+    assert nodes.objs["n3"]["metadata"]["labels"][layer_label(1)] == "x"
+
+
+def test_targeted_pass_for_an_instance_without_a_node_caches_the_answer():
+    lab, _, _ec2, store = make([node("n0", iid(0))], [topo(0), topo(5)])
+    lab.run(PassOptions())
+    s = lab.run(PassOptions(targeted_instance_ids=frozenset({iid(5)})))
+    assert s.skipped == {"node_not_registered": 1}
+    assert iid(5) in store.snap.instances
+
+
+def test_empty_cluster_is_a_clean_pass():
+    lab, _, ec2, store = make([], [])
+    s = lab.run(PassOptions())
+    assert (s.nodes_seen, s.ec2_calls, s.complete) == (0, 0, True)
+    assert ec2.asked == [] and store.snap is not None
+
+
+def test_snapshot_has_capacity_per_domain():
+    lab, _, _, store = make([node(f"n{i}", iid(i)) for i in range(8)], [topo(i) for i in range(8)])
+    lab.run(PassOptions())
+    tree = store.snap.to_json()["tree"]
+    assert tree["depth"] == 3
+    assert sum(d["allocatable"]["gpu"] for d in tree["domains"]) == 64
+    assert store.snap.nodes["n0"].allocatable == Resources(gpu=8)
