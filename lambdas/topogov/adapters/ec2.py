@@ -25,13 +25,20 @@ def ec2_client(session: Any, *, endpoint_url: str | None = None, max_attempts: i
     from botocore.config import Config
 
     config = Config(
-        retries={"mode": "standard", "max_attempts": max_attempts}, connect_timeout=5, read_timeout=20
+        # total_max_attempts counts the first call too (botocore reads "max_attempts" as retries)
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
+        connect_timeout=5,
+        read_timeout=20,
     )
     return session.client("ec2", endpoint_url=endpoint_url, config=config)
 
 
 class Pacer:
-    """Client-side token bucket: at most ``rate_per_s`` calls per second, burst of one."""
+    """Client-side pacing: a call starts at least ``1 / rate_per_s`` after the previous one *ended*.
+
+    Spacing from the end of a call (not its start) means the server sees arrivals at least one
+    interval apart whatever the network jitter, so our own calls never drain EC2's bucket.
+    """
 
     def __init__(
         self,
@@ -54,7 +61,9 @@ class Pacer:
         delay = self.wait_time()
         if delay > 0:
             self._sleep(delay)
-        self._next_at = max(self._clock(), self._next_at) + self.interval
+
+    def release(self) -> None:
+        self._next_at = self._clock() + self.interval
 
 
 @dataclass(slots=True)
@@ -120,11 +129,14 @@ class TopologyClient:
             try:
                 page = self._client.describe_instance_topology(**kwargs)
             except ClientError as exc:
+                self._pacer.release()
                 err = exc.response.get("Error", {})
                 result.retries += exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
                 raise TopologySourceError(err.get("Code", "ClientError"), err.get("Message", "")) from exc
             except BotoCoreError as exc:
+                self._pacer.release()
                 raise TopologySourceError(type(exc).__name__, str(exc)) from exc
+            self._pacer.release()
             result.retries += page.get("ResponseMetadata", {}).get("RetryAttempts", 0)
             answers.update(parse_instances(page.get("Instances", []), self._wall()))
             token = page.get("NextToken")

@@ -15,25 +15,18 @@ from topogov.logic.labeler import Labeler, PassOptions, PassSummary
 from topogov.models.events import Ec2StateChangeEvent, parse_reconcile_event
 from topogov.observability import logger, metrics, tracer
 
-_settings: ReconcileSettings | None = None
-_labeler: Labeler | None = None
+_built: tuple[ReconcileSettings, Labeler] | None = None
 
 
-def settings() -> ReconcileSettings:
-    global _settings
-    if _settings is None:
-        _settings = ReconcileSettings.from_env()
-    return _settings
-
-
-def labeler() -> Labeler:
-    """Built on first use and reused while the container stays warm (EKS endpoint, token, pools)."""
-    global _labeler
-    if _labeler is None:
+def labeler(cfg: ReconcileSettings) -> Labeler:
+    """Built on first use and reused while the container stays warm (EKS endpoint, token, pools);
+    rebuilt only if the configuration changed (never in Lambda; the local stack and tests)."""
+    global _built
+    if _built is None or _built[0] != cfg:
         from topogov.bootstrap import build_labeler
 
-        _labeler = build_labeler(settings())
-    return _labeler
+        _built = (cfg, build_labeler(cfg))
+    return _built[1]
 
 
 def options_for(event: dict[str, Any], remaining_s: float, cfg: ReconcileSettings) -> PassOptions | None:
@@ -52,6 +45,8 @@ def options_for(event: dict[str, Any], remaining_s: float, cfg: ReconcileSetting
 
 def publish(summary: PassSummary) -> None:
     count = MetricUnit.Count
+    # Start from an empty set: with POWERTOOLS_METRICS_DISABLED (local stack) flushing never clears it.
+    metrics.clear_metrics()
     metrics.add_dimension(name="mode", value=summary.mode)
     for name, value in (
         ("NodesSeen", summary.nodes_seen),
@@ -78,11 +73,13 @@ def publish(summary: PassSummary) -> None:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    cfg = settings()
+    cfg = ReconcileSettings.from_env()  # validated on every invocation: ~50 us, and never stale
     options = options_for(event, context.get_remaining_time_in_millis() / 1000.0, cfg)
     if options is None:
         logger.info("ignored event", extra={"detail": event.get("detail")})
+        metrics.clear_metrics()
+        metrics.add_metric(name="IgnoredEvents", unit=MetricUnit.Count, value=1)
         return {"ignored": True}
-    summary = labeler().run(options)
+    summary = labeler(cfg).run(options)
     publish(summary)
     return summary.to_json()

@@ -1,0 +1,107 @@
+"""``topogov`` — the command line. Subcommands import what they need only when they run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+LOCAL_DIR = Path(".topogov/local")
+
+
+def _local(args: argparse.Namespace) -> int:
+    from topogov.cli.local_cmd import run
+
+    return run(args)
+
+
+def _topology(args: argparse.Namespace) -> int:
+    from topogov.cli.topology_cmd import run
+
+    return run(args)
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from topogov.cli.reconcile_cmd import run
+
+    return run(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from topogov.cli.bench_cmd import run
+
+    return run(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="topogov",
+        description="Topology-aware task governance for GPU clusters on Amazon EKS.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    local = sub.add_parser(
+        "local",
+        help="run the local stack (EC2, S3, Kubernetes emulation and the reconciler) with a walkthrough",
+        description="Start the local stack, run the walkthrough, then reconcile on a schedule until Ctrl-C.",
+    )
+    local.add_argument("--once", action="store_true", help="run the walkthrough and exit 0")
+    local.add_argument("--interval", type=float, default=30.0, help="seconds between reconcile passes (30)")
+    local.add_argument("--fleet", default=None, help="TYPE=COUNT[@AZ],... (default: 64 p5, 4 p6-b200, 2 c5)")
+    local.add_argument("--no-extra-nodes", action="store_true", help="omit the Fargate/hybrid/HyperPod nodes")
+    local.add_argument("--dir", type=Path, default=LOCAL_DIR, help="where the stack writes its files")
+    local.add_argument(
+        "--ec2-rate", type=float, default=1.0, help="emulated DescribeInstanceTopology rate/s (1)"
+    )
+    local.set_defaults(func=_local)
+
+    topo = sub.add_parser(
+        "topology",
+        help="print the cluster's network topology (Mermaid or JSON)",
+        description="Read every node once (one paginated list) and print the topology tree from its labels.",
+    )
+    topo.add_argument("--format", choices=("mermaid", "json"), default="mermaid")
+    topo.add_argument(
+        "--kubeconfig", default=None, help="default: .topogov/local/kubeconfig, else $KUBECONFIG"
+    )
+    topo.add_argument("--context", default=None, help="kubeconfig context")
+    topo.set_defaults(func=_topology)
+
+    rec = sub.add_parser(
+        "reconcile",
+        help="run one labeler pass against a cluster",
+        description="One full pass of the reconcile handler's logic; prints its summary as JSON.",
+    )
+    target = rec.add_mutually_exclusive_group()
+    target.add_argument("--kubeconfig", default=None, help="kubeconfig of the cluster (default: local stack)")
+    target.add_argument("--cluster", default=None, help="EKS cluster name (endpoint and token from AWS)")
+    rec.add_argument("--bucket", default=None, help="S3 bucket of the topology snapshot")
+    rec.add_argument("--ec2-rate", type=float, default=1.0, help="DescribeInstanceTopology calls per second")
+    rec.set_defaults(func=_reconcile)
+
+    bench = sub.add_parser("bench", help="benchmarks", description="Benchmarks against the local stack.")
+    bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    brec = bsub.add_parser(
+        "reconcile",
+        help="reconcile passes (first, steady, drift, new) at N nodes",
+        description="Runs first/steady/drift/new passes against a fresh local stack per node count.",
+    )
+    brec.add_argument("--nodes", type=int, action="append", required=True, help="node count (repeatable)")
+    brec.add_argument("--json", action="store_true", help="one JSON object per pass")
+    brec.add_argument("--ec2-rate", type=float, default=200.0, help="raised emulated EC2 rate (200/s)")
+    brec.set_defaults(func=_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Human-readable output shared by the commands."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from topogov.domain.labels import ZONE_ID_LABEL, layer_label
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    lines = ["   ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def label_table(nodes: Iterable[Mapping[str, Any]], layers: int = 4) -> str:
+    """Nodes with their topology labels, as ``kubectl get nodes -L ...`` shows them."""
+    keys = [layer_label(i) for i in range(1, layers + 1)] + [ZONE_ID_LABEL]
+    headers = ["NAME", "INSTANCE-TYPE", *(k.split("/")[1].upper() for k in keys)]
+    rows = []
+    for n in sorted(nodes, key=lambda o: o["metadata"]["name"]):
+        labels = n["metadata"].get("labels") or {}
+        rows.append(
+            [
+                n["metadata"]["name"],
+                labels.get("node.kubernetes.io/instance-type", ""),
+                *(labels.get(k, "") for k in keys),
+            ]
+        )
+    return table(headers, rows)
+
+
+def summary_line(s: Mapping[str, Any]) -> str:
+    skipped = ", ".join(f"{k} {v}" for k, v in (s.get("skipped") or {}).items()) or "none"
+    parts = [
+        f"{s['mode']} pass",
+        f"nodes {s['nodes_seen']}",
+        f"ec2-backed {s['ec2_backed']}",
+        f"with topology {s['with_topology']}",
+        f"patched {s['patched']}",
+        f"unchanged {s['unchanged']}",
+        f"failed {s['failed']}",
+        f"skipped: {skipped}",
+        f"EC2 calls {s['ec2_calls']}",
+        f"k8s reads {s['k8s_reads']} writes {s['k8s_writes']}",
+        f"{s['duration_s']:.2f}s",
+    ]
+    if s.get("ec2_missing"):
+        parts.append(f"not in EC2's answer: {len(s['ec2_missing'])}")
+    if not s.get("complete", True):
+        parts.append("INCOMPLETE (continues next pass)")
+    return " · ".join(parts)

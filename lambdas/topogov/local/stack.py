@@ -1,0 +1,208 @@
+"""The local stack: AWS (moto server + DescribeInstanceTopology emulation) and a Kubernetes API, each
+a subprocess speaking real HTTP, seeded with a GPU fleet, and the files DESIGN.md promises in
+``.topogov/local/``: ``endpoints.json`` (written last: its presence means ready), ``kubeconfig``,
+``aws-credentials``."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topogov.adapters.kube import KubeHttp
+from topogov.adapters.kube_auth import kubeconfig_api_client
+from topogov.local import fleet as fleetmod
+from topogov.local.processes import ManagedProcess, free_port, python_module
+
+SNAPSHOT_BUCKET = "topogov-local-snapshot"
+TEAMS = ("team-a", "team-b", "team-c")
+LOCAL_ACCOUNT = "123456789012"  # moto's default account
+
+
+@dataclass
+class StackOptions:
+    directory: Path = field(default_factory=lambda: Path(".topogov/local"))
+    fleet: str = fleetmod.DEFAULT_FLEET
+    extra_nodes: bool = True  # a Fargate, a hybrid, a HyperPod-managed and a no-provider-id node
+    ec2_rate: float = 1.0  # the emulated DescribeInstanceTopology bucket (EC2's is 1/s)
+    ec2_burst: int = 1
+    aws_port: int = 0
+    kube_port: int = 0
+    region: str = fleetmod.REGION
+
+
+class LocalStack:
+    def __init__(self, options: StackOptions | None = None) -> None:
+        self.options = options or StackOptions()
+        self.dir = Path(self.options.directory).resolve()
+        self.kube_token = secrets.token_urlsafe(24)
+        self.aws: ManagedProcess | None = None
+        self.kube_proc: ManagedProcess | None = None
+        self.instances: list[dict[str, Any]] = []
+        self._kube_http: KubeHttp | None = None
+
+    # -- paths --------------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def credentials(self) -> Path:
+        return self.dir / "aws-credentials"
+
+    @property
+    def endpoints_file(self) -> Path:
+        return self.dir / "endpoints.json"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, seed: bool = True) -> LocalStack:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.endpoints_file.unlink(missing_ok=True)
+        aws_port = self.options.aws_port or free_port()
+        kube_port = self.options.kube_port or free_port()
+        self.aws = ManagedProcess(
+            "aws",
+            python_module("topogov.local.moto_server", "--host", "127.0.0.1", "--port", str(aws_port)),
+            env={
+                "TOPOGOV_EC2_TOPOLOGY_RATE": str(self.options.ec2_rate),
+                "TOPOGOV_EC2_TOPOLOGY_BURST": str(self.options.ec2_burst),
+                # moto scans its ~1,300 default AMIs on every RunInstances; the fleet needs none.
+                "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+            },
+            log_path=self.dir / "aws.log",
+        )
+        self.kube_proc = ManagedProcess(
+            "kubernetes",
+            python_module(
+                "topogov.local.kube_api",
+                "--host", "127.0.0.1",
+                "--port", str(kube_port),
+                "--token", self.kube_token,
+                "--kubeconfig", str(self.kubeconfig),
+            ),
+            log_path=self.dir / "kubernetes.log",
+        )  # fmt: skip
+        try:
+            self.aws.start()
+            self.kube_proc.start()
+            self._write_credentials()
+            if seed:
+                self.seed()
+            self._write_endpoints()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        self.endpoints_file.unlink(missing_ok=True)
+        for proc in (self.kube_proc, self.aws):
+            if proc is not None:
+                proc.stop()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- clients ------------------------------------------------------------------------------
+    @property
+    def aws_url(self) -> str:
+        assert self.aws is not None and self.aws.url
+        return self.aws.url
+
+    @property
+    def kube_url(self) -> str:
+        assert self.kube_proc is not None and self.kube_proc.url
+        return self.kube_proc.url
+
+    def env(self) -> dict[str, str]:
+        """Environment for the reconcile handler (and any boto3 client) against this stack."""
+        return {
+            "AWS_ENDPOINT_URL": self.aws_url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "",
+            "AWS_REGION": self.options.region,
+            "AWS_DEFAULT_REGION": self.options.region,
+            "TOPOGOV_KUBECONFIG": str(self.kubeconfig),
+            "TOPOGOV_SNAPSHOT_BUCKET": SNAPSHOT_BUCKET,
+            "TOPOGOV_EC2_RATE_PER_S": str(self.options.ec2_rate),
+            "POWERTOOLS_SERVICE_NAME": "topogov",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+        }
+
+    def session(self) -> Any:
+        import boto3
+
+        return boto3.session.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name=self.options.region
+        )
+
+    def client(self, service: str) -> Any:
+        from botocore.config import Config
+
+        cfg = Config(retries={"mode": "standard", "total_max_attempts": 3})
+        return self.session().client(service, endpoint_url=self.aws_url, config=cfg)
+
+    def kube(self) -> KubeHttp:
+        if self._kube_http is None:
+            self._kube_http = KubeHttp(kubeconfig_api_client(str(self.kubeconfig)))
+        return self._kube_http
+
+    # -- seeding ------------------------------------------------------------------------------
+    def seed(self) -> None:
+        self.client("s3").create_bucket(Bucket=SNAPSHOT_BUCKET)
+        self.add_instances(fleetmod.parse_fleet(self.options.fleet))
+        if self.options.extra_nodes:
+            kube = self.kube()
+            az = fleetmod.DEFAULT_AZ
+            for obj in (
+                fleetmod.extra_node(
+                    "fargate-ip-10-0-9-9.ec2.internal", f"aws:///{az}/0a1b2c3d4e/fargate-ip-10-0-9-9"
+                ),
+                fleetmod.extra_node("hybrid-node-1", "eks-hybrid:///us-east-1/topogov/hybrid-node-1"),
+                fleetmod.extra_node(
+                    "hyperpod-i-0f00000000000000a",
+                    "aws:///use1-az1/sagemaker/cluster/hyperpod-abc123xyz-i-0f00000000000000a",
+                    {"sagemaker.amazonaws.com/compute-type": "hyperpod"},
+                ),
+                fleetmod.extra_node("bare-metal-1", None),
+            ):
+                kube.request("POST", "/api/v1/nodes", body=obj)
+
+    def add_instances(self, groups: list[fleetmod.FleetGroup], register: bool = True) -> list[dict[str, Any]]:
+        """Launch instances and (unless ``register`` is False) register their nodes."""
+        launched = fleetmod.launch(self.client("ec2"), groups)
+        self.instances.extend(launched)
+        if register:
+            fleetmod.register_nodes(self.kube(), launched)
+        return launched
+
+    # -- files --------------------------------------------------------------------------------
+    def _write_credentials(self) -> None:
+        cfg = configparser.ConfigParser()
+        for profile in ("topogov-admin", *(f"topogov-{t}" for t in TEAMS)):
+            cfg[profile] = {
+                "aws_access_key_id": "AKIA" + uuid.uuid4().hex[:16].upper(),
+                "aws_secret_access_key": secrets.token_urlsafe(30),
+                "region": self.options.region,
+            }
+        with open(self.credentials, "w", encoding="utf-8") as fh:
+            fh.write("# Local stack only: keys the local API accepts, one profile per team. Not AWS keys.\n")
+            cfg.write(fh)
+        os.chmod(self.credentials, 0o600)
+
+    def _write_endpoints(self) -> None:
+        doc = {"api": None, "aws": self.aws_url, "kubernetes": self.kube_url}
+        tmp = self.endpoints_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(self.endpoints_file)

@@ -1,0 +1,65 @@
+"""Integration fixtures: the local AWS (moto server + DescribeInstanceTopology) and the local
+Kubernetes API, each a subprocess speaking real HTTP, driven by the real clients."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from topogov.local.processes import ManagedProcess, free_port, python_module
+
+REGION = "us-east-1"
+
+
+def start_aws(tmp_path_factory, rate: float, burst: int = 1) -> ManagedProcess:
+    log = tmp_path_factory.mktemp("aws") / "aws.log"
+    proc = ManagedProcess(
+        "aws",
+        python_module("topogov.local.moto_server", "--host", "127.0.0.1", "--port", str(free_port())),
+        env={"TOPOGOV_EC2_TOPOLOGY_RATE": str(rate), "TOPOGOV_EC2_TOPOLOGY_BURST": str(burst)},
+        log_path=log,
+    )
+    proc.start()
+    return proc
+
+
+@pytest.fixture(scope="session")
+def aws_url(tmp_path_factory):
+    """A moto server whose DescribeInstanceTopology bucket is raised (fast tests)."""
+    proc = start_aws(tmp_path_factory, rate=1000, burst=1000)
+    yield proc.url
+    proc.stop()
+
+
+def aws_client(url: str, service: str, max_attempts: int = 3):
+    return boto3.client(
+        service,
+        endpoint_url=url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(retries={"mode": "standard", "total_max_attempts": max_attempts}),
+    )
+
+
+def set_topology_rate(url: str, rate: float, burst: float = 1) -> None:
+    """Change the emulated DescribeInstanceTopology bucket through the emulator's control route."""
+    req = urllib.request.Request(
+        f"{url}/_topogov/ec2/config",
+        data=json.dumps({"rate": rate, "burst": burst}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
+def launch(ec2, itype: str, n: int, az: str = "us-east-1a") -> list[str]:
+    resp = ec2.run_instances(
+        ImageId="ami-12345678", MinCount=n, MaxCount=n, InstanceType=itype, Placement={"AvailabilityZone": az}
+    )
+    return [i["InstanceId"] for i in resp["Instances"]]

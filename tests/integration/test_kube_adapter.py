@@ -1,0 +1,124 @@
+"""The Kubernetes adapter (the kubernetes client's ApiClient) against the local Kubernetes API."""
+
+from __future__ import annotations
+
+import pytest
+
+from topogov.adapters.kube import KubeHttp, KubeNodes, PatchOutcome
+from topogov.adapters.kube_auth import kubeconfig_api_client
+from topogov.local.kube_api import KubeApiServer, write_kubeconfig
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = KubeApiServer(token="s3cret").start()
+    cfg = tmp_path_factory.mktemp("kube") / "kubeconfig"
+    write_kubeconfig(cfg, srv.url, "s3cret")
+    yield srv, str(cfg)
+    srv.stop()
+
+
+@pytest.fixture
+def kube(server):
+    _srv, cfg = server
+    http = KubeHttp(kubeconfig_api_client(cfg), backoff_base_s=0.01)
+    http.request("POST", "/_emulator/reset")
+    http.request("DELETE", "/_emulator/faults")
+    return http
+
+
+def node(name, labels=None):
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"providerID": f"aws:///us-east-1a/i-{abs(hash(name)) % 16**17:017x}"},
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "192", "memory": "2Ti"}},
+    }
+
+
+def fault(kube, **rule):
+    assert kube.request("POST", "/_emulator/faults", body=rule).status in (200, 201)
+
+
+def test_lists_every_node_across_pages(kube):
+    for i in range(25):
+        kube.request("POST", "/api/v1/nodes", body=node(f"n{i:02d}"))
+    nodes = KubeNodes(kube, page_size=10)
+    reads = kube.counters.reads
+    names = [o["metadata"]["name"] for o in nodes.list_nodes()]
+    assert names == sorted(f"n{i:02d}" for i in range(25))
+    assert kube.counters.reads - reads == 3
+
+
+def test_patch_touches_only_the_given_labels_and_removes_with_none(kube):
+    kube.request(
+        "POST", "/api/v1/nodes", body=node("a", {"team": "x", "topology.k8s.aws/network-node-layer-4": "d"})
+    )
+    result = KubeNodes(kube).patch_labels(
+        "a", {"topology.k8s.aws/network-node-layer-1": "nn-1", "topology.k8s.aws/network-node-layer-4": None}
+    )
+    assert result.outcome is PatchOutcome.PATCHED
+    labels = kube.request("GET", "/api/v1/nodes/a").body["metadata"]["labels"]
+    assert labels == {"team": "x", "topology.k8s.aws/network-node-layer-1": "nn-1"}
+
+
+def test_a_node_deleted_between_list_and_patch_is_gone_not_an_error(kube):
+    kube.request("POST", "/api/v1/nodes", body=node("b"))
+    fault(kube, method="PATCH", path="/api/v1/nodes/b$", delete_before=True, times=1)
+    result = KubeNodes(kube).patch_labels("b", {"x": "y"})
+    assert result.outcome is PatchOutcome.GONE and result.status == 404
+
+
+@pytest.mark.parametrize("status", [409, 429, 500, 503])
+def test_transient_errors_are_retried(kube, status):
+    kube.request("POST", "/api/v1/nodes", body=node("c"))
+    fault(kube, method="PATCH", path="/api/v1/nodes/c$", status=status, times=2)
+    retries = kube.counters.retries
+    result = KubeNodes(kube).patch_labels("c", {"k": "v"})
+    assert result.outcome is PatchOutcome.PATCHED
+    assert kube.counters.retries - retries == 2
+
+
+def test_a_persistent_error_is_a_failed_outcome_not_an_exception(kube):
+    kube.request("POST", "/api/v1/nodes", body=node("d"))
+    fault(kube, method="PATCH", path="/api/v1/nodes/d$", status=500, times=50)
+    result = KubeNodes(kube).patch_labels("d", {"k": "v"})
+    assert result.outcome is PatchOutcome.FAILED and result.status == 500
+
+
+def test_requested_resources_are_summed_per_node_for_unfinished_pods(kube):
+    kube.request("POST", "/api/v1/nodes", body=node("e"))
+
+    def pod(name, phase, gpu):
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "nodeName": "e",
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": str(gpu)}}}
+                ],
+            },
+            "status": {"phase": phase},
+        }
+
+    for name, phase, gpu in (("p1", "Running", 4), ("p2", "Pending", 2), ("p3", "Succeeded", 8)):
+        kube.request("POST", "/api/v1/namespaces/default/pods", body=pod(name, phase, gpu))
+        # status is the kubelet's to set, through the status subresource (create resets it)
+        kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/default/pods/{name}/status",
+            body={"status": {"phase": phase}},
+            content_type="application/merge-patch+json",
+        )
+    assert KubeNodes(kube).requested_by_node()["e"].gpu == 6
+
+
+def test_a_wrong_token_is_refused(server, tmp_path):
+    srv, _ = server
+    cfg = tmp_path / "bad"
+    write_kubeconfig(cfg, srv.url, "wrong")
+    resp = KubeHttp(kubeconfig_api_client(str(cfg)), max_attempts=1).request("GET", "/api/v1/nodes")
+    assert resp.status == 401

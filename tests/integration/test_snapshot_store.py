@@ -1,0 +1,54 @@
+"""The topology snapshot in S3 (moto over HTTP)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from topogov.adapters.snapshot_store import S3SnapshotStore
+from topogov.domain.labels import InstanceTopology
+from topogov.domain.quantity import Resources
+from topogov.domain.snapshot import Snapshot
+from topogov.domain.tree import NodeCapacity
+from topogov.exceptions import SnapshotError
+
+from .conftest import aws_client
+
+
+@pytest.fixture
+def store(aws_url):
+    s3 = aws_client(aws_url, "s3")
+    bucket = f"snap-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    return S3SnapshotStore(s3, bucket)
+
+
+def test_missing_snapshot_is_none(store):
+    assert store.load() is None
+
+
+def test_round_trip_keeps_the_cache_and_capacity(store):
+    snap = Snapshot(
+        instances={
+            "i-1": InstanceTopology("i-1", ("a", "b", "c"), "p5.48xlarge", "us-east-1a", "use1-az1", "", 5.0)
+        },
+        absent={"i-2": 6.0},
+        nodes={
+            "n1": NodeCapacity(
+                "n1", ("a", "b", "c"), "p5.48xlarge", "i-1", Resources(gpu=8), Resources(gpu=2)
+            )
+        },
+        generated_at=7.0,
+    )
+    store.save(snap)
+    back = store.load()
+    assert back.instances == snap.instances and back.instances["i-1"].fetched_at == 5.0
+    assert back.absent == {"i-2": 6.0} and back.nodes == snap.nodes
+    assert store.load_raw()["tree"]["domains"][0]["allocatable"]["gpu"] == 8
+
+
+def test_a_corrupt_snapshot_is_a_clear_error(store):
+    store._s3.put_object(Bucket=store.bucket, Key=store.key, Body=b"{not json")
+    with pytest.raises(SnapshotError, match="corrupt snapshot"):
+        store.load()
