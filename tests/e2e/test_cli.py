@@ -81,7 +81,8 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
-    assert "full pass · nodes 74" in text and "EC2 calls 1" in text
+    assert "full pass · nodes 75" in text and "EC2 calls 1" in text
+    assert "malformed_provider_id 1" in text
     assert "patched 0 · unchanged 68" in text  # the steady pass
     assert "targeted pass · nodes 1" in text
     assert "flowchart TD" in text and "Layer 4:" in text

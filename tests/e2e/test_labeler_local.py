@@ -88,7 +88,13 @@ def test_1_first_pass_labels_every_supported_node_and_counts_every_skip(stack):
     s = full_pass()
     assert s["ec2_calls"] == 1  # 19 instances: one batch
     assert s["patched"] == 18 and s["failed"] == 0 and s["complete"]
-    assert s["skipped"] == {"hyperpod_managed": 1, "no_provider_id": 1, "not_ec2": 2, "not_in_ec2_answer": 1}
+    assert s["skipped"] == {
+        "hyperpod_managed": 1,
+        "malformed_provider_id": 1,
+        "no_provider_id": 1,
+        "not_ec2": 2,
+        "not_in_ec2_answer": 1,
+    }
     answer = assert_converged(stack)
     four = [i for i in answer.values() if i["InstanceType"] == "p6-b200.48xlarge"]
     assert len(four) == 2 and all(len(i["NetworkNodes"]) == 4 for i in four)

@@ -82,11 +82,13 @@ class FakeEc2:
 class FakeStore:
     def __init__(self):
         self.snap = None
+        self.saves = 0
 
     def load(self):
-        return self.snap
+        return None if self.snap is None else Snapshot.from_json(self.snap.to_json())
 
     def save(self, snap):
+        self.saves += 1
         self.snap = Snapshot.from_json(snap.to_json())
 
 
@@ -223,3 +225,13 @@ def test_snapshot_has_capacity_per_domain():
     assert tree["depth"] == 3
     assert sum(d["allocatable"]["gpu"] for d in tree["domains"]) == 64
     assert store.snap.nodes["n0"].allocatable == Resources(gpu=8)
+
+
+def test_the_snapshot_is_written_only_when_its_content_changed():
+    lab, nodes, _, store = make([node(f"n{i}", iid(i)) for i in range(3)], [topo(i) for i in range(3)])
+    assert lab.run(PassOptions()).snapshot_written and store.saves == 1
+    assert not lab.run(PassOptions()).snapshot_written and store.saves == 1
+    nodes.objs["n1"]["metadata"]["labels"][layer_label(1)] = "edited"  # drift changes nothing stored
+    assert not lab.run(PassOptions()).snapshot_written
+    nodes.objs["n1"]["status"]["allocatable"]["nvidia.com/gpu"] = "4"  # capacity does
+    assert lab.run(PassOptions()).snapshot_written and store.saves == 2

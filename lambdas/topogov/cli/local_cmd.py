@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from topogov.cli.main import EXIT_OK
-from topogov.cli.render import summary_line
+from topogov.cli.render import label_table, summary_line
 from topogov.domain.labels import ZONE_ID_LABEL, layer_label
 
 LAYER_COLUMNS = ",".join([*(layer_label(i) for i in range(1, 5)), ZONE_ID_LABEL])
@@ -129,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
         say()
         say(f"Reconciling every {args.interval:g}s; Ctrl-C stops the stack.")
         while not stop.wait(args.interval):
-            say(summary_line(invoke(events.scheduled_event())))
+            summary = invoke(events.scheduled_event())
+            say(summary_line(summary))
+            if summary.get("patched"):
+                say(label_table(stack.kube().request("GET", "/api/v1/nodes").body["items"]))
         say("stopping")
         return EXIT_OK
     finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 LABEL_PREFIX = "topology.k8s.aws/"
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
@@ -51,7 +51,7 @@ class InstanceTopology:
     availability_zone: str = ""
     zone_id: str = ""
     group_name: str = ""
-    fetched_at: float = field(default=0.0, compare=False)
+    fetched_at: float = 0.0
 
 
 def desired_labels(topology: InstanceTopology) -> dict[str, str]:

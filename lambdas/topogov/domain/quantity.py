@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise ValueError(f"not a quantity: {value!r}")
     if isinstance(value, int | float):
         return Decimal(str(value))
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    # Cached: a fleet repeats the same few allocatable strings on thousands of nodes.
     m = _QUANTITY.match(value.strip())
     if m is None:
         raise ValueError(f"not a quantity: {value!r}")
@@ -89,10 +96,13 @@ def resources_from(quantities: Mapping[str, Any]) -> Resources:
 
 
 def total(items: Iterable[Resources]) -> Resources:
-    acc = Resources()
+    gpu = efa = cpu_m = memory = 0
     for item in items:
-        acc = acc + item
-    return acc
+        gpu += item.gpu
+        efa += item.efa
+        cpu_m += item.cpu_m
+        memory += item.memory
+    return Resources(gpu, efa, cpu_m, memory)
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Resources:

@@ -24,7 +24,7 @@ class Snapshot:
     instances: dict[str, InstanceTopology] = field(default_factory=dict)
     absent: dict[str, float] = field(default_factory=dict)
     nodes: dict[str, NodeCapacity] = field(default_factory=dict)
-    generated_at: float = 0.0
+    generated_at: float = 0.0  # when the content last changed (it is not rewritten otherwise)
 
     def node_for_instance(self, instance_id: str) -> str | None:
         for node in self.nodes.values():

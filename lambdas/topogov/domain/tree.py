@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topogov.domain.labels import layer_label, network_path
-from topogov.domain.quantity import Resources
+from topogov.domain.quantity import Resources, total
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,13 +127,25 @@ def build_tree(nodes: Iterable[NodeCapacity]) -> TopologyTree:
             domain = level.get(node_id)
             if domain is None:
                 domain = level[node_id] = Domain(layer, node_id)
-            domain.allocatable = domain.allocatable + node.allocatable
-            domain.requested = domain.requested + node.requested
-            domain.node_count += 1
             level = domain.children
         assert domain is not None
         domain.nodes.append(node)
+    for root in tree.roots.values():
+        _sum_up(root)
     return tree
+
+
+def _sum_up(domain: Domain) -> None:
+    """Capacity bottom-up, once per domain (not once per node per level)."""
+    for child in domain.children.values():
+        _sum_up(child)
+    domain.allocatable = total(
+        [n.allocatable for n in domain.nodes] + [c.allocatable for c in domain.children.values()]
+    )
+    domain.requested = total(
+        [n.requested for n in domain.nodes] + [c.requested for c in domain.children.values()]
+    )
+    domain.node_count = len(domain.nodes) + sum(c.node_count for c in domain.children.values())
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")

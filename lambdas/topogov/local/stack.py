@@ -28,7 +28,7 @@ LOCAL_ACCOUNT = "123456789012"  # moto's default account
 class StackOptions:
     directory: Path = field(default_factory=lambda: Path(".topogov/local"))
     fleet: str = fleetmod.DEFAULT_FLEET
-    extra_nodes: bool = True  # a Fargate, a hybrid, a HyperPod-managed and a no-provider-id node
+    extra_nodes: bool = True  # Fargate, hybrid, HyperPod-managed, no provider id, malformed provider id
     ec2_rate: float = 1.0  # the emulated DescribeInstanceTopology bucket (EC2's is 1/s)
     ec2_burst: int = 1
     aws_port: int = 0
@@ -176,6 +176,7 @@ class LocalStack:
                     {"sagemaker.amazonaws.com/compute-type": "hyperpod"},
                 ),
                 fleetmod.extra_node("bare-metal-1", None),
+                fleetmod.extra_node("odd-provider-id", f"aws:///{az}/not-an-instance-id"),
             ):
                 kube.request("POST", "/api/v1/nodes", body=obj)
 

@@ -95,6 +95,7 @@ class PassSummary:
     complete: bool = True  # False when the budget or an error left work for the next pass
     duration_s: float = 0.0
     failures: list[dict[str, Any]] = field(default_factory=list)
+    snapshot_written: bool = False  # only when its content changed
     snapshot_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -156,6 +157,7 @@ class Labeler:
         reads0, writes0 = self._nodes.counters.reads, self._nodes.counters.writes
         summary = PassSummary(mode="full" if options.targeted_instance_ids is None else "targeted")
         snapshot = self._load_snapshot(summary)
+        before = (dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes))
 
         skips: Counter[str] = Counter()
         if options.targeted_instance_ids is None:
@@ -256,12 +258,15 @@ class Labeler:
             snapshot.absent = {i: t for i, t in snapshot.absent.items() if i in live}
         else:
             snapshot.nodes.update(node_capacity)
-        snapshot.generated_at = self._wall()
-        try:
-            self._store.save(snapshot)
-        except SnapshotError as exc:
-            summary.snapshot_error = str(exc)
-            summary.complete = False
+        # Written only when its content changed: no write without drift, here as on the nodes.
+        if (snapshot.instances, snapshot.absent, snapshot.nodes) != before or not snapshot.generated_at:
+            snapshot.generated_at = self._wall()
+            try:
+                self._store.save(snapshot)
+                summary.snapshot_written = True
+            except SnapshotError as exc:
+                summary.snapshot_error = str(exc)
+                summary.complete = False
 
         summary.skipped = dict(sorted(skips.items()))
         summary.k8s_reads = self._nodes.counters.reads - reads0
