@@ -42,7 +42,7 @@ integration: install
 	$(BIN)/pytest tests/integration
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000

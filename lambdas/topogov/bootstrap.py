@@ -8,7 +8,7 @@ from topogov.adapters.ec2 import Pacer, TopologyClient, ec2_client
 from topogov.adapters.kube import KubeHttp, KubeNodes
 from topogov.adapters.kube_auth import EksTokenSource, describe_cluster, eks_api_client, kubeconfig_api_client
 from topogov.adapters.snapshot_store import S3SnapshotStore
-from topogov.config import ReconcileSettings
+from topogov.config import ApiSettings, ReconcileSettings
 from topogov.logic.labeler import Labeler
 
 
@@ -18,7 +18,7 @@ def aws_session(region: str | None) -> Any:
     return boto3.session.Session(region_name=region)
 
 
-def kube_api_client(settings: ReconcileSettings, session: Any) -> Any:
+def kube_api_client(settings: ReconcileSettings | ApiSettings, session: Any) -> Any:
     if settings.kubeconfig:
         return kubeconfig_api_client(settings.kubeconfig)
     assert settings.cluster_name is not None  # enforced by the settings model
@@ -35,3 +35,19 @@ def build_labeler(settings: ReconcileSettings, session: Any | None = None) -> La
     )
     store = S3SnapshotStore(session.client("s3"), settings.snapshot_bucket, settings.snapshot_key)
     return Labeler(nodes, ec2, store)
+
+
+def build_governance(settings: ApiSettings | None = None, session: Any | None = None) -> Any:
+    """The API's service: policy (validated at cold start), snapshot, ledger, jobs."""
+    from topogov.adapters.kube_jobs import KubeJobs
+    from topogov.adapters.ledger import DynamoLedger
+    from topogov.domain.policy import load_policy_file
+    from topogov.logic.service import Governance
+
+    settings = settings or ApiSettings.from_env()
+    session = session or aws_session(settings.region)
+    policy = load_policy_file(settings.policy_file)
+    store = S3SnapshotStore(session.client("s3"), settings.snapshot_bucket, settings.snapshot_key)
+    ledger = DynamoLedger(session.client("dynamodb"), settings.ledger_table, settings.counters_table)
+    jobs = KubeJobs(KubeHttp(kube_api_client(settings, session), max_attempts=3))
+    return Governance(policy=policy, snapshots=store, ledger=ledger, jobs=jobs)

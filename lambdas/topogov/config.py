@@ -15,6 +15,52 @@ from topogov.exceptions import ConfigError
 ENV_PREFIX = "TOPOGOV_"
 
 
+def _from_env(cls: type[BaseModel], what: str, environ: Mapping[str, str] | None) -> BaseModel:
+    env = os.environ if environ is None else environ
+    values: dict[str, str] = {}
+    for name in cls.model_fields:
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw not in (None, ""):
+            values[name] = raw
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region and "region" in cls.model_fields:
+        values.setdefault("region", region)
+    try:
+        return cls.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{ENV_PREFIX}{'.'.join(str(p) for p in e['loc']).upper() or 'SETTINGS'}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise ConfigError(f"invalid {what} configuration: {problems}") from exc
+
+
+class ApiSettings(BaseModel):
+    """Environment of the api function (``TOPOGOV_*`` variables)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cluster_name: str | None = None
+    kubeconfig: str | None = None
+    policy_file: str = Field(..., min_length=1)
+    snapshot_bucket: str = Field(..., min_length=3)
+    snapshot_key: str = "topology/snapshot.json"
+    ledger_table: str = Field(..., min_length=3)
+    counters_table: str = Field(..., min_length=3)
+    idempotency_table: str | None = None
+    region: str | None = None
+
+    @model_validator(mode="after")
+    def _one_cluster(self) -> ApiSettings:
+        if bool(self.cluster_name) == bool(self.kubeconfig):
+            raise ValueError("set exactly one of TOPOGOV_CLUSTER_NAME (EKS) or TOPOGOV_KUBECONFIG")
+        return self
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiSettings:
+        return _from_env(cls, "api", environ)  # type: ignore[return-value]
+
+
 class ReconcileSettings(BaseModel):
     """Environment of the reconcile function (``TOPOGOV_*`` variables)."""
 
@@ -47,20 +93,4 @@ class ReconcileSettings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ReconcileSettings:
-        env = os.environ if environ is None else environ
-        values: dict[str, str] = {}
-        for name in cls.model_fields:
-            raw = env.get(ENV_PREFIX + name.upper())
-            if raw not in (None, ""):
-                values[name] = raw
-        values.setdefault("region", env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "")
-        if not values["region"]:
-            values.pop("region")
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{ENV_PREFIX}{'.'.join(str(p) for p in e['loc']).upper() or 'SETTINGS'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            raise ConfigError(f"invalid reconcile configuration: {problems}") from exc
+        return _from_env(cls, "reconcile", environ)  # type: ignore[return-value]

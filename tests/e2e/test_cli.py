@@ -71,7 +71,7 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     for k in [k for k in env if k.startswith(("TOPOGOV_", "AWS_"))]:
         env.pop(k)
     out = subprocess.run(
-        [sys.executable, "-m", "topogov.cli.main", "local", "--once"],
+        [sys.executable, "-m", "topogov.cli.main", "local", "--once", "--api-port", "0"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -12,7 +12,7 @@ from topogov.logic.labeler import PassOptions
 
 
 def test_empty_cluster(tmp_path):
-    with LocalStack(StackOptions(directory=tmp_path, fleet="", extra_nodes=False)) as stack:
+    with LocalStack(StackOptions(directory=tmp_path, fleet="", extra_nodes=False, api_port=None)) as stack:
         env = stack.env()
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)

@@ -40,7 +40,12 @@ def bench_nodes(n: int, ec2_rate: float, quiet: bool) -> list[dict[str, Any]]:
         _say(f"# {n} nodes: starting a fresh local stack and launching {n} p5.48xlarge instances ...", quiet)
         t0 = time.perf_counter()
         opts = StackOptions(
-            directory=Path(tmp), fleet=f"p5.48xlarge={n}", extra_nodes=False, ec2_rate=ec2_rate, ec2_burst=1
+            directory=Path(tmp),
+            fleet=f"p5.48xlarge={n}",
+            extra_nodes=False,
+            ec2_rate=ec2_rate,
+            ec2_burst=1,
+            api_port=None,
         )
         with LocalStack(opts) as stack:
             _say(f"#   seeded in {time.perf_counter() - t0:.1f}s", quiet)

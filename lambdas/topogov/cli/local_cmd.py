@@ -93,6 +93,115 @@ def walkthrough(stack: Any) -> None:
         f"s3://topogov-local-snapshot/topology/snapshot.json: {len(doc['instances'])} instances known, "
         f"{len(doc['nodes'])} nodes, tree depth {doc['tree']['depth']}"
     )
+    if stack.api is not None:
+        api_walkthrough(stack)
+
+
+AWS_EXAMPLE_JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {
+        "name": "test-tas-job",
+        "namespace": "hyperpod-ns-team-a",
+        "labels": {
+            "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
+            "kueue.x-k8s.io/priority-class": "inference-priority",
+        },
+    },
+    "spec": {
+        "parallelism": 10,
+        "completions": 10,
+        "suspend": True,
+        "template": {
+            "metadata": {
+                "labels": {"job-name": "test-tas-job"},
+                "annotations": {
+                    "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
+                },
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "dummy-job",
+                        "image": "public.ecr.aws/docker/library/alpine:latest",
+                        "args": ["sleep", "3600s"],
+                        "resources": {"requests": {"cpu": "1"}},
+                    }
+                ],
+                "restartPolicy": "Never",
+            },
+        },
+    },
+}
+
+
+def api_walkthrough(stack: Any) -> None:
+    import concurrent.futures as cf
+
+    import requests
+
+    from topogov.local.sigv4 import credentials_for_profile, signed_request
+
+    url = stack.api.url
+
+    def post(profile: str, body: dict[str, Any], query: str = "") -> Any:
+        creds = credentials_for_profile(profile, str(stack.credentials))
+        return signed_request(
+            "POST", f"{url}/v1/jobs{query}", credentials=creds, region="us-east-1", json_body=body
+        )
+
+    def show(resp: Any) -> None:
+        body = resp.json()
+        if "error" in body:
+            err = body["error"]
+            say(f"  -> {resp.status_code} {err['code']}: {err['message']}")
+            if err.get("details"):
+                say(f"     details: {json.dumps(err['details'])}")
+        else:
+            d = body["decision"]
+            t = d["topology"]
+            say(
+                f"  -> {resp.status_code} team {d['team']}, "
+                f"priority {d['priority_class']} ({d['priority_value']}), "
+                f"{d['pods']} pods, topology {t['mode']} {t['level'] or ''}: {t['reason']}"
+            )
+
+    def gpu_job(name: str, **extra: Any) -> dict[str, Any]:
+        return {"job_name": name, "image": "pytorch:2.5", "accelerators": 8, "efa": 32, **extra}
+
+    step(8, f"The governance API on {url}: SigV4-signed requests, identity from the request context")
+    say("AWS's own example (a raw Job, inference-priority, required layer-3), as team-a:")
+    show(post("topogov-team-a", {"manifest": AWS_EXAMPLE_JOB}))
+    say("A high-level job, 4 x 8 GPUs, required_topology layer-3, as team-a:")
+    show(post("topogov-team-a", gpu_job("llm-finetune", replica_count=4, required_topology="layer-3")))
+    say("8 x 8 GPUs required in one layer-3 domain (4 nodes each) can never fit:")
+    show(post("topogov-team-a", gpu_job("too-wide", replica_count=8, required_topology="layer-3")))
+    say("team-b asks for inference-priority, which its policy does not allow:")
+    show(post("topogov-team-b", gpu_job("sneaky", replica_count=1, priority="inference-priority")))
+    say("auto topology, dry run (nothing created or charged):")
+    show(
+        post(
+            "topogov-team-a", gpu_job("auto-dry", replica_count=12, topology={"mode": "auto"}), "?dryRun=true"
+        )
+    )
+
+    creds = credentials_for_profile("topogov-team-c", str(stack.credentials))
+    team = signed_request("GET", f"{url}/v1/teams/team-c", credentials=creds, region="us-east-1").json()
+    cap, before = team["max_in_flight"]["nvidia.com/gpu"], team["in_flight"]["nvidia.com/gpu"]
+    n = cap // 8 + 8
+    say(f"A burst of {n} concurrent 8-GPU submissions from team-c against its cap of {cap} GPUs in flight:")
+    with cf.ThreadPoolExecutor(max_workers=16) as pool:
+        codes = list(
+            pool.map(lambda i: post("topogov-team-c", gpu_job(f"burst-{i}", efa=0)).status_code, range(n))
+        )
+    after = signed_request("GET", f"{url}/v1/teams/team-c", credentials=creds, region="us-east-1").json()
+    used = after["in_flight"]["nvidia.com/gpu"]
+    say(
+        f"  -> {codes.count(201)} x 201, {codes.count(429)} x 429; in flight {before} -> {used} of {cap} GPUs"
+    )
+    unsigned = requests.get(f"{url}/v1/teams", timeout=10)
+    say(f"An unsigned request: {unsigned.status_code} {unsigned.json()}")
+    kubectl(stack, "get", "jobs", "-n", "hyperpod-ns-team-a")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         fleet=args.fleet or fleet.DEFAULT_FLEET,
         extra_nodes=not args.no_extra_nodes,
         ec2_rate=args.ec2_rate,
+        api_port=args.api_port,
     )
     stop = threading.Event()
 
@@ -111,6 +221,9 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # The functions' JSON logs go quiet here (set before their Logger is created); the walkthrough
+    # prints what matters. Everything is still logged as in Lambda with POWERTOOLS_LOG_LEVEL=INFO.
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     say("Starting the local stack (EC2 + S3 on moto, a Kubernetes API) ...")
     stack = LocalStack(options)
     try:

@@ -55,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument(
         "--ec2-rate", type=float, default=1.0, help="emulated DescribeInstanceTopology rate/s (1)"
     )
+    local.add_argument(
+        "--api-port", type=int, default=8080, help="port of the local REST API (8080; 0 = any)"
+    )
     local.set_defaults(func=_local)
 
     topo = sub.add_parser(
@@ -80,6 +83,10 @@ def parser() -> argparse.ArgumentParser:
     rec.add_argument("--bucket", default=None, help="S3 bucket of the topology snapshot")
     rec.add_argument("--ec2-rate", type=float, default=1.0, help="DescribeInstanceTopology calls per second")
     rec.set_defaults(func=_reconcile)
+
+    from topogov.cli.policy_cmd import add_parser as add_policy_parser
+
+    add_policy_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks", description="Benchmarks against the local stack.")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")

@@ -39,9 +39,16 @@ class ControlMiddleware:
 
     def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]) -> None:
         self.app = app
+        self._dynamodb = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
+        if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+            # DynamoDB applies each write (and each transaction) atomically; moto's backend does not
+            # lock, so concurrent conditional updates could both pass their condition. Serialising
+            # DynamoDB calls gives the guarantee the real service gives (and the quota tests need).
+            with self._dynamodb:
+                return list(self.app(environ, start_response))
         if not path.startswith(ec2_topology.CONTROL_PREFIX):
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET").upper()

@@ -20,6 +20,10 @@ from topogov.local import fleet as fleetmod
 from topogov.local.processes import ManagedProcess, free_port, python_module
 
 SNAPSHOT_BUCKET = "topogov-local-snapshot"
+LEDGER_TABLE = "topogov-local-ledger"
+COUNTERS_TABLE = "topogov-local-counters"
+IDEMPOTENCY_TABLE = "topogov-local-idempotency"
+REPO_POLICY = Path(__file__).resolve().parents[3] / "teams.yaml"
 TEAMS = ("team-a", "team-b", "team-c")
 LOCAL_ACCOUNT = "123456789012"  # moto's default account
 
@@ -33,6 +37,8 @@ class StackOptions:
     ec2_burst: int = 1
     aws_port: int = 0
     kube_port: int = 0
+    api_port: int | None = 8080  # None: no API (labeler-only stacks: benchmarks, labeler tests)
+    policy_file: Path = REPO_POLICY
     region: str = fleetmod.REGION
 
 
@@ -45,6 +51,7 @@ class LocalStack:
         self.kube_proc: ManagedProcess | None = None
         self.instances: list[dict[str, Any]] = []
         self._kube_http: KubeHttp | None = None
+        self.api: Any = None  # the LocalApiGateway, when serving
 
     # -- paths --------------------------------------------------------------------------------
     @property
@@ -93,6 +100,8 @@ class LocalStack:
             self._write_credentials()
             if seed:
                 self.seed()
+            if self.options.api_port is not None:
+                self.start_api()
             self._write_endpoints()
         except BaseException:
             self.stop()
@@ -101,6 +110,9 @@ class LocalStack:
 
     def stop(self) -> None:
         self.endpoints_file.unlink(missing_ok=True)
+        if self.api is not None:
+            self.api.stop()
+            self.api = None
         for proc in (self.kube_proc, self.aws):
             if proc is not None:
                 proc.stop()
@@ -134,6 +146,10 @@ class LocalStack:
             "TOPOGOV_KUBECONFIG": str(self.kubeconfig),
             "TOPOGOV_SNAPSHOT_BUCKET": SNAPSHOT_BUCKET,
             "TOPOGOV_EC2_RATE_PER_S": str(self.options.ec2_rate),
+            "TOPOGOV_POLICY_FILE": str(self.options.policy_file),
+            "TOPOGOV_LEDGER_TABLE": LEDGER_TABLE,
+            "TOPOGOV_COUNTERS_TABLE": COUNTERS_TABLE,
+            "TOPOGOV_IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
             "POWERTOOLS_SERVICE_NAME": "topogov",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_DISABLED": "true",
@@ -160,7 +176,12 @@ class LocalStack:
 
     # -- seeding ------------------------------------------------------------------------------
     def seed(self) -> None:
+        from topogov.adapters.ledger import create_tables
+
         self.client("s3").create_bucket(Bucket=SNAPSHOT_BUCKET)
+        create_tables(self.client("dynamodb"), LEDGER_TABLE, COUNTERS_TABLE, IDEMPOTENCY_TABLE)
+        if self.options.api_port is not None:
+            self.create_team_namespaces()
         self.add_instances(fleetmod.parse_fleet(self.options.fleet))
         if self.options.extra_nodes:
             kube = self.kube()
@@ -179,6 +200,48 @@ class LocalStack:
                 fleetmod.extra_node("odd-provider-id", f"aws:///{az}/not-an-instance-id"),
             ):
                 kube.request("POST", "/api/v1/nodes", body=obj)
+
+    def create_team_namespaces(self) -> None:
+        """The team namespaces (the governor's job on a real cluster)."""
+        from topogov.domain.policy import load_policy_file
+
+        policy = load_policy_file(self.options.policy_file)
+        for team in policy.teams.values():
+            self.kube().request(
+                "POST",
+                "/api/v1/namespaces",
+                body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.namespace}},
+            )
+
+    def start_api(self) -> None:
+        """The REST API behind a local API Gateway that checks SigV4 like IAM auth does."""
+        from topogov.bootstrap import build_governance
+        from topogov.config import ApiSettings
+        from topogov.handlers import api
+        from topogov.local.apigw import LocalApiGateway, callers_from_credentials_file
+        from topogov.local.lambda_context import LocalContext
+
+        env = self.env()
+        settings = ApiSettings.from_env(env)
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)  # boto3 reads AWS_ENDPOINT_URL from the environment
+        try:
+            api.set_service(build_governance(settings))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        callers = callers_from_credentials_file(str(self.credentials), account_id=LOCAL_ACCOUNT)
+        self.api = LocalApiGateway(
+            api.handler,
+            callers,
+            port=self.options.api_port or 0,
+            region=self.options.region,
+            stage="prod",
+            context_factory=lambda: LocalContext(function_name="topogov-api", timeout_s=29),
+        ).start()
 
     def add_instances(self, groups: list[fleetmod.FleetGroup], register: bool = True) -> list[dict[str, Any]]:
         """Launch instances and (unless ``register`` is False) register their nodes."""
@@ -203,7 +266,7 @@ class LocalStack:
         os.chmod(self.credentials, 0o600)
 
     def _write_endpoints(self) -> None:
-        doc = {"api": None, "aws": self.aws_url, "kubernetes": self.kube_url}
+        doc = {"api": self.api.url if self.api else None, "aws": self.aws_url, "kubernetes": self.kube_url}
         tmp = self.endpoints_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         tmp.replace(self.endpoints_file)

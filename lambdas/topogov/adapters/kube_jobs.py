@@ -1,0 +1,83 @@
+"""Jobs and Kueue Workloads in the team namespaces (the API's Kubernetes adapter)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topogov.adapters.kube import KubeHttp
+from topogov.exceptions import Conflict, Unavailable, ValidationFailed
+
+KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
+
+
+class KubeJobs:
+    def __init__(self, http: KubeHttp) -> None:
+        self.http = http
+
+    def create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        resp = self.http.request(
+            "POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body=manifest, retry=False
+        )
+        if resp.status in (200, 201):
+            return resp.body
+        message = (resp.body or {}).get("message", "") if isinstance(resp.body, dict) else str(resp.body)
+        if resp.status == 409:
+            raise Conflict(f"a job named {manifest['metadata']['name']!r} exists in {namespace!r}")
+        if resp.status == 422:
+            raise ValidationFailed("manifest", f"Kubernetes refused the Job: {message}")
+        raise Unavailable(f"creating the Job failed: HTTP {resp.status} {message}".strip())
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        resp = self.http.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")
+        if resp.status == 404:
+            return None
+        if resp.status != 200:
+            raise Unavailable(f"reading the Job failed: HTTP {resp.status}")
+        return resp.body
+
+    def delete(self, namespace: str, name: str) -> bool:
+        resp = self.http.request(
+            "DELETE",
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+            query={"propagationPolicy": "Background"},
+        )
+        if resp.status == 404:
+            return False
+        if resp.status not in (200, 202):
+            raise Unavailable(f"deleting the Job failed: HTTP {resp.status}")
+        return True
+
+    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        resp = self.http.request(
+            "GET",
+            f"{KUEUE}/namespaces/{namespace}/workloads",
+            query={"labelSelector": f"kueue.x-k8s.io/job-uid={job_uid}"},
+        )
+        if resp.status != 200:
+            return None
+        items = (resp.body or {}).get("items") or []
+        return items[0] if items else None
+
+
+def job_status(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> tuple[str, str | None]:
+    """(status, why pending) from the Job and its Kueue Workload, as `topogov job` shows them."""
+    if job is None:
+        return "Vanished", "the Job is no longer in the cluster"
+    status = job.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") == "Complete":
+            return "Succeeded", None
+        if cond.get("status") == "True" and cond.get("type") == "Failed":
+            return "Failed", None
+    if not (job.get("spec") or {}).get("suspend", False):
+        return ("Running" if status.get("active") else "Admitted"), None
+    if workload is None:
+        return "Pending", "waiting for Kueue to create a Workload for the Job"
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    admitted = conditions.get("Admitted")
+    if admitted and admitted.get("status") == "True":
+        return "Admitted", None
+    reserved = conditions.get("QuotaReserved")
+    if reserved and reserved.get("status") == "False":
+        return "Pending", reserved.get("message") or reserved.get("reason") or "waiting for quota"
+    return "Pending", "queued in the team's LocalQueue, waiting for admission"

@@ -1,0 +1,277 @@
+"""The job ledger and the per-team in-flight counters in DynamoDB.
+
+A submission is charged and recorded in ONE transaction (the counter update is conditional on the
+cap), before the Job is created; if creating the Job fails, a second transaction refunds the
+charge and removes the record. So there is never a charge without a record, and never a Job
+without a record. A release (cancel, finished, vanished) flips the record's state conditionally
+and refunds in the same transaction, so a charge is released at most once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from topogov.domain.quantity import Resources
+from topogov.exceptions import Conflict, InFlightLimit, NotFound, Unavailable
+
+ATTRS = ("gpu", "efa", "cpu_m", "memory")
+NAMES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
+RESERVING, SUBMITTED, RELEASED = "reserving", "submitted", "released"
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(int(value))}
+
+
+def _res(item: Mapping[str, Any], prefix: str = "") -> Resources:
+    def get(attr: str) -> int:
+        raw = item.get(prefix + attr)
+        return int(raw["N"]) if raw else 0
+
+    return Resources(get("gpu"), get("efa"), get("cpu_m"), get("memory"))
+
+
+def to_plain(value: Any) -> Any:
+    """DynamoDB's typed JSON -> plain Python (for records read back)."""
+    from boto3.dynamodb.types import TypeDeserializer
+
+    out = TypeDeserializer().deserialize(value)
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, Decimal):
+            return int(v) if v == int(v) else float(v)
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, list | set):
+            return [fix(x) for x in v]
+        return v
+
+    return fix(out)
+
+
+def to_typed(value: Any) -> dict[str, Any]:
+    from boto3.dynamodb.types import TypeSerializer
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, float):
+            return Decimal(str(v))
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    return TypeSerializer().serialize(fix(value))
+
+
+class DynamoLedger:
+    def __init__(self, client: Any, ledger_table: str, counters_table: str) -> None:
+        self._ddb = client
+        self.ledger_table = ledger_table
+        self.counters_table = counters_table
+
+    # -- in flight ------------------------------------------------------------------------------
+    def usage(self, team: str) -> Resources:
+        item = self._ddb.get_item(
+            TableName=self.counters_table, Key={"team": {"S": team}}, ConsistentRead=True
+        )
+        return _res(item.get("Item") or {})
+
+    def reserve(
+        self, team: str, name: str, charge: Resources, cap: Resources, record: Mapping[str, Any]
+    ) -> None:
+        """Charge ``charge`` against ``cap`` and write the record, atomically; or raise."""
+        for attr in ATTRS:
+            if getattr(charge, attr) > getattr(cap, attr):
+                self._refuse(team, charge, cap)
+        conditions, values, adds = [], {}, []
+        for attr in ATTRS:
+            amount = getattr(charge, attr)
+            values[f":{attr}"] = _n(amount)
+            adds.append(f"{attr} :{attr}")
+            if amount:
+                values[f":max_{attr}"] = _n(getattr(cap, attr) - amount)
+                conditions.append(f"(attribute_not_exists({attr}) OR {attr} <= :max_{attr})")
+        update: dict[str, Any] = {
+            "TableName": self.counters_table,
+            "Key": {"team": {"S": team}},
+            "UpdateExpression": "ADD " + ", ".join(adds),
+            "ExpressionAttributeValues": values,
+        }
+        if conditions:
+            update["ConditionExpression"] = " AND ".join(conditions)
+        item = {k: to_typed(v) for k, v in record.items()}
+        item.update({"team": {"S": team}, "name": {"S": name}, "state": {"S": RESERVING}})
+        item.update({f"charge_{a}": _n(getattr(charge, a)) for a in ATTRS})
+        put = {
+            "TableName": self.ledger_table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(#n) OR #s = :released",
+            "ExpressionAttributeNames": {"#n": "name", "#s": "state"},
+            "ExpressionAttributeValues": {":released": {"S": RELEASED}},
+        }
+        try:
+            self._ddb.transact_write_items(TransactItems=[{"Update": update}, {"Put": put}])
+        except self._ddb.exceptions.TransactionCanceledException as exc:
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if reasons and reasons[0] == "ConditionalCheckFailed":
+                self._refuse(team, charge, cap)
+            if len(reasons) > 1 and reasons[1] == "ConditionalCheckFailed":
+                raise Conflict(
+                    f"job {name!r} already exists in team {team!r}", {"team": team, "name": name}
+                ) from None
+            raise Unavailable(f"ledger write cancelled: {reasons}") from exc
+
+    def _refuse(self, team: str, charge: Resources, cap: Resources) -> None:
+        used = self.usage(team)
+        over = [
+            {
+                "resource": NAMES[a],
+                "used": getattr(used, a),
+                "asked": getattr(charge, a),
+                "cap": getattr(cap, a),
+            }
+            for a in ATTRS
+            if getattr(charge, a) and getattr(used, a) + getattr(charge, a) > getattr(cap, a)
+        ]
+        first = over[0] if over else {"resource": "?", "used": 0, "asked": 0, "cap": 0}
+        raise InFlightLimit(
+            f"team {team!r} has {first['used']} {first['resource']} in flight; {first['asked']} more "
+            "would pass "
+            f"its cap of {first['cap']}",
+            {"team": team, "resources": over},
+        )
+
+    def _refund(self, team: str, charge: Resources) -> dict[str, Any]:
+        return {
+            "TableName": self.counters_table,
+            "Key": {"team": {"S": team}},
+            "UpdateExpression": "ADD " + ", ".join(f"{a} :{a}" for a in ATTRS),
+            "ExpressionAttributeValues": {f":{a}": _n(-getattr(charge, a)) for a in ATTRS},
+        }
+
+    def confirm(self, team: str, name: str, fields: Mapping[str, Any] | None = None) -> None:
+        names = {"#s": "state"}
+        values = {":s": {"S": SUBMITTED}, ":r": {"S": RESERVING}}
+        sets = ["#s = :s"]
+        for i, (k, v) in enumerate((fields or {}).items()):
+            names[f"#f{i}"] = k
+            values[f":f{i}"] = to_typed(v)
+            sets.append(f"#f{i} = :f{i}")
+        self._ddb.update_item(
+            TableName=self.ledger_table,
+            Key={"team": {"S": team}, "name": {"S": name}},
+            UpdateExpression="SET " + ", ".join(sets),
+            ConditionExpression="#s = :r",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def abort(self, team: str, name: str, charge: Resources) -> None:
+        """Undo a reservation whose Job could not be created: refund and forget, atomically."""
+        self._ddb.transact_write_items(
+            TransactItems=[
+                {"Update": self._refund(team, charge)},
+                {
+                    "Delete": {
+                        "TableName": self.ledger_table,
+                        "Key": {"team": {"S": team}, "name": {"S": name}},
+                        "ConditionExpression": "#s = :r",
+                        "ExpressionAttributeNames": {"#s": "state"},
+                        "ExpressionAttributeValues": {":r": {"S": RESERVING}},
+                    }
+                },
+            ]
+        )
+
+    def release(self, team: str, name: str, reason: str) -> bool:
+        """Refund a job's charge once (cancelled, finished or vanished). False if already released."""
+        record = self.get_raw(team, name)
+        if record is None:
+            raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
+        if record["state"]["S"] == RELEASED:
+            return False
+        charge = _res(record, "charge_")
+        try:
+            self._ddb.transact_write_items(
+                TransactItems=[
+                    {"Update": self._refund(team, charge)},
+                    {
+                        "Update": {
+                            "TableName": self.ledger_table,
+                            "Key": {"team": {"S": team}, "name": {"S": name}},
+                            "UpdateExpression": "SET #s = :rel, released_at = :t, release_reason = :why",
+                            "ConditionExpression": "#s = :cur",
+                            "ExpressionAttributeNames": {"#s": "state"},
+                            "ExpressionAttributeValues": {
+                                ":rel": {"S": RELEASED},
+                                ":cur": record["state"],
+                                ":t": {"S": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                                ":why": {"S": reason},
+                            },
+                        }
+                    },
+                ]
+            )
+        except self._ddb.exceptions.TransactionCanceledException:
+            return False  # someone else released (or changed) it first: never twice
+        return True
+
+    # -- records --------------------------------------------------------------------------------
+    def get_raw(self, team: str, name: str) -> dict[str, Any] | None:
+        item = self._ddb.get_item(
+            TableName=self.ledger_table, Key={"team": {"S": team}, "name": {"S": name}}, ConsistentRead=True
+        )
+        return item.get("Item")
+
+    def get(self, team: str, name: str) -> dict[str, Any] | None:
+        raw = self.get_raw(team, name)
+        return None if raw is None else {k: to_plain(v) for k, v in raw.items()}
+
+    def list(self, team: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.ledger_table,
+            "KeyConditionExpression": "team = :t",
+            "ExpressionAttributeValues": {":t": {"S": team}},
+        }
+        while True:
+            page = self._ddb.query(**kwargs)
+            out.extend({k: to_plain(v) for k, v in item.items()} for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def create_tables(
+    client: Any, ledger_table: str, counters_table: str, idempotency_table: str | None = None
+) -> None:
+    """The tables as the CDK stack defines them (used by the local stack and tests)."""
+    client.create_table(
+        TableName=ledger_table,
+        KeySchema=[
+            {"AttributeName": "team", "KeyType": "HASH"},
+            {"AttributeName": "name", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "team", "AttributeType": "S"},
+            {"AttributeName": "name", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    client.create_table(
+        TableName=counters_table,
+        KeySchema=[{"AttributeName": "team", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "team", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    if idempotency_table:
+        client.create_table(
+            TableName=idempotency_table,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )

@@ -1,0 +1,182 @@
+"""Request and response models of the REST API (strict: nothing is coerced, unknown fields refused).
+
+The high-level request uses the parameter names of ``hyp create hyp-pytorch-job`` (SageMaker
+HyperPod CLI) where they apply, so its users feel at home.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+
+DNS1123 = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123)]
+Level = Annotated[str, Field(min_length=1, max_length=253)]
+
+
+def parse_duration(text: str) -> int:
+    """``15m`` / ``1h30m`` / ``90s`` -> seconds (> 0)."""
+    m = _DURATION.match(text)
+    if not text or m is None or not any(m.groups()):
+        raise ValueError("must be a duration like 15m, 1h30m or 90s")
+    h, mnt, s = (int(g or 0) for g in m.groups())
+    total = h * 3600 + mnt * 60 + s
+    if total <= 0:
+        raise ValueError("must be longer than 0s")
+    return total
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class TopologySpec(Strict):
+    mode: Literal["required", "preferred", "auto", "none"]
+    level: Level | None = None
+    fallbackAfter: StrictStr | None = Field(
+        None, description="required only: relax to preferred after this long"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TopologySpec:
+        if self.mode in ("required", "preferred") and not self.level:
+            raise ValueError(f"mode {self.mode!r} needs a level")
+        if self.mode in ("auto", "none") and self.level:
+            raise ValueError(f"mode {self.mode!r} takes no level")
+        if self.fallbackAfter is not None:
+            if self.mode != "required":
+                raise ValueError("fallbackAfter applies to mode 'required' only")
+            parse_duration(self.fallbackAfter)
+        return self
+
+
+class JobRequest(Strict):
+    """A high-level job, named as ``hyp create hyp-pytorch-job`` parameters."""
+
+    job_name: Name
+    image: Annotated[str, Field(min_length=1, max_length=512)]
+    command: list[StrictStr] | None = None
+    args: list[StrictStr] | None = None
+    environment: dict[StrictStr, StrictStr] | None = None
+    instance_type: Annotated[str, Field(pattern=r"^[a-z0-9-]+\.[a-z0-9]+$", max_length=64)] | None = None
+    node_count: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = None
+    replica_count: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = None
+    tasks_per_node: Annotated[StrictInt, Field(ge=1, le=1024)] | Literal["auto", "cpu", "gpu"] | None = None
+    accelerators: Annotated[StrictInt, Field(ge=0, le=64)] = 0
+    vcpu: Annotated[float, Field(ge=0, le=4096)] = 0
+    memory: Annotated[float, Field(ge=0, le=65536, description="GiB")] = 0
+    efa: Annotated[StrictInt, Field(ge=0, le=64)] = 0
+    priority: Name | None = None
+    max_retry: Annotated[StrictInt, Field(ge=0, le=100)] | None = None
+    preferred_topology: Level | None = None
+    required_topology: Level | None = None
+    topology: TopologySpec | None = None
+    queue_name: Name | None = None
+    team: Name | None = None
+    namespace: Name | None = None
+
+    @field_validator("vcpu", "memory", mode="before")
+    @classmethod
+    def _numbers_not_strings(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError("must be a number (strings are not converted)")
+        return float(v)
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> JobRequest:
+        if self.node_count is not None and self.replica_count is not None:
+            raise ValueError("give node_count or replica_count, not both")
+        given = [
+            k for k in ("preferred_topology", "required_topology", "topology") if getattr(self, k) is not None
+        ]
+        if len(given) > 1:
+            raise ValueError(
+                f"give one of preferred_topology, required_topology, topology (got {', '.join(given)})"
+            )
+        if not (self.accelerators or self.vcpu or self.memory or self.efa):
+            raise ValueError(
+                "request at least one of accelerators, vcpu, memory, efa: quota is charged on requests"
+            )
+        return self
+
+    @property
+    def pods(self) -> int:
+        return self.replica_count or self.node_count or 1
+
+    def topology_spec(self) -> TopologySpec:
+        if self.topology is not None:
+            return self.topology
+        if self.required_topology:
+            return TopologySpec(mode="required", level=self.required_topology)
+        if self.preferred_topology:
+            return TopologySpec(mode="preferred", level=self.preferred_topology)
+        return TopologySpec(mode="none")
+
+
+class ManifestRequest(Strict):
+    """A raw batch/v1 Job, checked and completed (never otherwise rewritten)."""
+
+    manifest: dict[str, Any]
+    team: Name | None = None
+    topology: TopologySpec | None = None
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class QuotaArithmetic(BaseModel):
+    resource: str
+    asked: int
+    quota: int
+    borrow_limit: int
+    in_flight_before: int | None = None
+    in_flight_cap: int
+
+
+class TopologyDecision(BaseModel):
+    mode: Literal["required", "preferred", "none"]
+    level: str | None
+    domain_now: str | None = Field(None, description="a domain that would hold the job now, if any")
+    reason: str
+    fallback_after_s: int | None = None
+
+
+class Decision(BaseModel):
+    team: str
+    namespace: str
+    local_queue: str
+    priority_class: str
+    priority_value: int
+    pods: int
+    topology: TopologyDecision
+    quota: list[QuotaArithmetic]
+
+
+class JobView(BaseModel):
+    team: str
+    name: str
+    namespace: str
+    status: str
+    why_pending: str | None = None
+    submitted_by: str
+    submitted_at: str
+    decision: Decision
+    events: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class SubmitResponse(BaseModel):
+    dry_run: bool
+    created: bool
+    decision: Decision
+    job: dict[str, Any] | None = None

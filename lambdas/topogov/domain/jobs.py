@@ -1,0 +1,268 @@
+"""Job manifests: render the high-level request as a batch/v1 Job, check and complete a raw one (pure).
+
+Kueue reads (and only these are set): the ``kueue.x-k8s.io/queue-name`` and
+``kueue.x-k8s.io/priority-class`` labels on the Job, and the
+``kueue.x-k8s.io/podset-required-topology`` / ``...-preferred-topology`` annotation on the pod
+template. Jobs are created suspended; Kueue unsuspends them on admission.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topogov.domain.labels import INSTANCE_TYPE_LABEL
+from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources, parse_quantity, pod_requests
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+SUBMITTED_BY_ANNOTATION = "topogov.io/submitted-by"
+GOVERNED = (GPU, EFA, CPU, MEMORY)
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+class ManifestProblem(ValueError):
+    """A raw manifest that cannot be accepted; ``field`` is a JSON path into the request body."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    mode: str  # required | preferred | none
+    level: str | None  # label key
+
+
+@dataclass(frozen=True, slots=True)
+class JobShape:
+    """What governance needs to know about a job, whichever shape it came in."""
+
+    name: str
+    pods: int
+    per_pod: Resources
+    instance_type: str | None
+    placement: Placement | None  # what the manifest itself asks (raw manifests), None if silent
+
+    @property
+    def total(self) -> Resources:
+        p = self.per_pod
+        return Resources(p.gpu * self.pods, p.efa * self.pods, p.cpu_m * self.pods, p.memory * self.pods)
+
+
+def render_job(
+    *,
+    name: str,
+    namespace: str,
+    image: str,
+    pods: int,
+    per_pod_requests: Mapping[str, str],
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    environment: Mapping[str, str] | None = None,
+    instance_type: str | None = None,
+    max_retry: int | None = None,
+    tasks_per_node: str | int | None = None,
+) -> dict[str, Any]:
+    """An Indexed batch/v1 Job: parallelism = completions = pods; requests = limits for devices."""
+    resources = {"requests": dict(per_pod_requests), "limits": dict(per_pod_requests)}
+    env = [{"name": k, "value": v} for k, v in sorted((environment or {}).items())]
+    if tasks_per_node is not None:
+        env.append({"name": "TOPOGOV_TASKS_PER_NODE", "value": str(tasks_per_node)})
+    container: dict[str, Any] = {"name": "main", "image": image, "resources": resources}
+    if command:
+        container["command"] = list(command)
+    if args:
+        container["args"] = list(args)
+    if env:
+        container["env"] = env
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if instance_type:
+        pod_spec["nodeSelector"] = {INSTANCE_TYPE_LABEL: instance_type}
+    spec: dict[str, Any] = {
+        "parallelism": pods,
+        "completions": pods,
+        "completionMode": "Indexed",
+        "suspend": True,
+        "template": {"metadata": {"labels": {"job-name": name}}, "spec": pod_spec},
+    }
+    if max_retry is not None:
+        spec["backoffLimit"] = max_retry
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {}, "annotations": {}},
+        "spec": spec,
+    }
+
+
+def requests_from(accelerators: int, vcpu: float, memory_gib: float, efa: int) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if accelerators:
+        out[GPU] = str(accelerators)
+    if efa:
+        out[EFA] = str(efa)
+    if vcpu:
+        out[CPU] = f"{round(vcpu * 1000)}m"
+    if memory_gib:
+        out[MEMORY] = f"{round(memory_gib * 1024)}Mi"
+    return out
+
+
+def _get(obj: Any, path: str) -> Any:
+    cur = obj
+    for part in path.split("."):
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> JobShape:
+    """Check a raw batch/v1 Job; raises ManifestProblem naming the field (paths from the body)."""
+    base = "manifest"
+    if not isinstance(manifest, Mapping):
+        raise ManifestProblem(base, "must be a batch/v1 Job object")
+    if manifest.get("apiVersion") != "batch/v1" or manifest.get("kind") != "Job":
+        raise ManifestProblem(f"{base}.kind", "only batch/v1 Job is accepted")
+    meta = manifest.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise ManifestProblem(f"{base}.metadata", "is required")
+    name = meta.get("name")
+    if not isinstance(name, str) or not DNS1123_LABEL.match(name) or len(name) > 63:
+        raise ManifestProblem(f"{base}.metadata.name", "must be a DNS-1123 label (a-z, 0-9, '-', at most 63)")
+    if "generateName" in meta:
+        raise ManifestProblem(f"{base}.metadata.generateName", "is not supported: name the job")
+    ns = meta.get("namespace")
+    if ns is not None and ns != team_namespace:
+        raise ManifestProblem(
+            f"{base}.metadata.namespace", f"must be the team's namespace {team_namespace!r}"
+        )
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, Mapping):
+        raise ManifestProblem(f"{base}.metadata.labels", "must be an object")
+    for key, value in labels.items():
+        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+            raise ManifestProblem(f"{base}.metadata.labels.{key}", "is not a valid Kubernetes label value")
+    queue = labels.get(QUEUE_LABEL)
+    if queue is not None and queue != team_queue:
+        raise ManifestProblem(
+            f"{base}.metadata.labels.{QUEUE_LABEL}", f"must be the team's LocalQueue {team_queue!r}"
+        )
+    spec = manifest.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ManifestProblem(f"{base}.spec", "is required")
+    if spec.get("suspend") is False:
+        raise ManifestProblem(
+            f"{base}.spec.suspend", "must be true or absent: Kueue starts the job on admission"
+        )
+    parallelism = spec.get("parallelism", 1)
+    completions = spec.get("completions", parallelism)
+    for field, value in (("parallelism", parallelism), ("completions", completions)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000:
+            raise ManifestProblem(f"{base}.spec.{field}", "must be an integer from 1 to 10000")
+    template = spec.get("template")
+    if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+        raise ManifestProblem(f"{base}.spec.template.spec", "is required")
+    containers = template["spec"].get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise ManifestProblem(f"{base}.spec.template.spec.containers", "needs at least one container")
+    for i, c in enumerate(containers):
+        requests = ((c or {}).get("resources") or {}).get("requests") or {}
+        limits = ((c or {}).get("resources") or {}).get("limits") or {}
+        if not requests and not limits:
+            raise ManifestProblem(
+                f"{base}.spec.template.spec.containers[{i}].resources.requests",
+                "are required: quota is charged on requests "
+                "(cpu, memory, nvidia.com/gpu, vpc.amazonaws.com/efa)",
+            )
+        for res in GOVERNED:
+            for kind, table in (("requests", requests), ("limits", limits)):
+                if res in table:
+                    try:
+                        if parse_quantity(table[res]) < 0:
+                            raise ValueError
+                    except ValueError:
+                        raise ManifestProblem(
+                            f"{base}.spec.template.spec.containers[{i}].resources.{kind}.{res}",
+                            "is not a quantity",
+                        ) from None
+    per_pod = pod_requests(_effective_requests(template["spec"]))
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    placement = None
+    for mode, key in (("required", REQUIRED_ANNOTATION), ("preferred", PREFERRED_ANNOTATION)):
+        if key in annotations:
+            from topogov.domain.placement import UnknownLevel, resolve_level
+
+            try:
+                level = resolve_level(str(annotations[key]))
+            except UnknownLevel as exc:
+                raise ManifestProblem(f"{base}.spec.template.metadata.annotations.{key}", str(exc)) from None
+            if placement is not None:
+                raise ManifestProblem(
+                    f"{base}.spec.template.metadata.annotations",
+                    "set either the required or the preferred topology",
+                )
+            placement = Placement(mode, level)
+    node_selector = template["spec"].get("nodeSelector") or {}
+    return JobShape(
+        name=name,
+        pods=int(parallelism),
+        per_pod=per_pod,
+        instance_type=node_selector.get(INSTANCE_TYPE_LABEL),
+        placement=placement,
+    )
+
+
+def _effective_requests(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Kubernetes defaults a container's requests to its limits where only limits are set."""
+    spec = copy.deepcopy(dict(pod_spec))
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            res = c.setdefault("resources", {})
+            req = res.setdefault("requests", {})
+            for name, value in (res.get("limits") or {}).items():
+                req.setdefault(name, value)
+    return {"spec": spec}
+
+
+def complete_manifest(
+    manifest: Mapping[str, Any],
+    *,
+    namespace: str,
+    queue: str,
+    priority_class: str,
+    placement: Placement | None,
+    submitted_by: str,
+) -> dict[str, Any]:
+    """Add what governance decided — namespace, queue, priority, topology, suspend — and nothing else."""
+    job = copy.deepcopy(dict(manifest))
+    meta = job.setdefault("metadata", {})
+    meta["namespace"] = namespace
+    labels = meta.setdefault("labels", {})
+    labels[QUEUE_LABEL] = queue
+    labels[PRIORITY_LABEL] = priority_class
+    labels.setdefault(MANAGED_BY_LABEL, "topogov")
+    meta.setdefault("annotations", {})[SUBMITTED_BY_ANNOTATION] = submitted_by
+    spec = job.setdefault("spec", {})
+    spec["suspend"] = True
+    tmeta = spec.setdefault("template", {}).setdefault("metadata", {})
+    annotations = tmeta.setdefault("annotations", {})
+    annotations.pop(REQUIRED_ANNOTATION, None)
+    annotations.pop(PREFERRED_ANNOTATION, None)
+    if placement is not None and placement.mode != "none" and placement.level:
+        key = REQUIRED_ANNOTATION if placement.mode == "required" else PREFERRED_ANNOTATION
+        annotations[key] = placement.level
+    if not annotations:
+        tmeta.pop("annotations")
+    return job

@@ -1,0 +1,198 @@
+"""Where a job's pods can go: topology levels, per-domain pod capacity, feasibility (pure).
+
+A job is ``count`` identical pods, each requesting ``pod`` resources, optionally restricted to an
+instance type. A domain of a level (a network node of layer N, or one host) holds a pod on a node
+when every requested resource fits in what the node has: ``allocatable`` ("can it ever fit") or
+``allocatable - requested`` ("does it fit now"). A domain holds as many pods as its nodes do, summed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from topogov.domain.labels import HOSTNAME_LABEL, layer_label, layer_of
+from topogov.domain.quantity import Resources
+from topogov.domain.tree import NodeCapacity
+
+MAX_LAYERS = 4
+ALIASES = {f"layer-{i}": layer_label(i) for i in range(1, MAX_LAYERS + 1)} | {"hostname": HOSTNAME_LABEL}
+
+
+class UnknownLevel(ValueError):
+    pass
+
+
+def resolve_level(value: str) -> str:
+    """``layer-3`` / ``hostname`` / a full label key -> the label key Kueue reads."""
+    if value in ALIASES:
+        return ALIASES[value]
+    if value == HOSTNAME_LABEL or ((n := layer_of(value)) is not None and n <= MAX_LAYERS):
+        return value
+    known = ", ".join([*ALIASES, *ALIASES.values()])
+    raise UnknownLevel(f"unknown topology level {value!r}; known: {known}")
+
+
+def level_name(label: str) -> str:
+    for alias, key in ALIASES.items():
+        if key == label:
+            return alias
+    return label
+
+
+def pods_fit(have: Resources, pod: Resources) -> int:
+    """How many ``pod``s fit in ``have``."""
+    fits = math.inf
+    for need, got in (
+        (pod.gpu, have.gpu),
+        (pod.efa, have.efa),
+        (pod.cpu_m, have.cpu_m),
+        (pod.memory, have.memory),
+    ):
+        if need > 0:
+            fits = min(fits, max(0, got) // need)
+    return int(fits) if fits != math.inf else 1_000_000  # a pod that requests nothing fits anywhere
+
+
+def pods_on_node(node: NodeCapacity, pod: Resources, *, now: bool) -> int:
+    """How many ``pod``s fit on ``node`` (by what is free now, or by allocatable)."""
+    return pods_fit(node.allocatable - node.requested if now else node.allocatable, pod)
+
+
+def domain_of(node: NodeCapacity, label: str) -> str | None:
+    if label == HOSTNAME_LABEL:
+        return node.name
+    layer = layer_of(label)
+    if layer is None or len(node.path) < layer:
+        return None
+    return node.path[layer - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class DomainFit:
+    level: str  # label key
+    domain: str | None  # the domain holding the most pods (None: no node at that level)
+    pods: int  # how many of the job's pods that domain holds
+    nodes: int  # nodes in that domain
+
+
+# A node class: nodes of one instance type with the same allocatable and requested resources hold
+# the same number of any pod. A fleet has few classes, so a decision costs per domain and class,
+# not per node: what keeps a dry run at 10,000 nodes within milliseconds.
+ClassKey = tuple[str, Resources, Resources]
+
+
+class CapacityIndex:
+    """Per level, per domain: how many nodes of each class. Built once per snapshot."""
+
+    def __init__(self, nodes: Iterable[NodeCapacity]) -> None:
+        self.depth = 0
+        self.node_count = 0
+        self.by_level: dict[str, dict[str, dict[ClassKey, int]]] = defaultdict(dict)
+        self.hosts: dict[ClassKey, tuple[str, int]] = {}  # class -> (a node of it, how many)
+        for node in nodes:
+            self.node_count += 1
+            key: ClassKey = (node.instance_type, node.allocatable, node.requested)
+            first, n = self.hosts.get(key, (node.name, 0))
+            self.hosts[key] = (min(first, node.name), n + 1)
+            self.depth = max(self.depth, len(node.path))
+            for layer, domain in enumerate(node.path, start=1):
+                classes = self.by_level[layer_label(layer)].setdefault(domain, {})
+                classes[key] = classes.get(key, 0) + 1
+
+    def levels(self) -> list[str]:
+        """The levels the cluster has, tightest first: hostname, layer-4 (if any), ... layer-1."""
+        return [HOSTNAME_LABEL, *(layer_label(i) for i in range(self.depth, 0, -1))]
+
+    def best_domain(
+        self, label: str, pod: Resources, *, now: bool, instance_type: str | None = None
+    ) -> DomainFit:
+        memo: dict[ClassKey, int] = {}
+
+        def fit(key: ClassKey) -> int:
+            got = memo.get(key)
+            if got is None:
+                if instance_type and key[0] != instance_type:
+                    got = 0
+                else:
+                    got = pods_fit(key[1] - key[2] if now else key[1], pod)
+                memo[key] = got
+            return got
+
+        if label == HOSTNAME_LABEL:
+            best: DomainFit = DomainFit(label, None, 0, 0)
+            for key, (name, _) in sorted(self.hosts.items(), key=lambda kv: kv[1][0]):
+                if instance_type and key[0] != instance_type:
+                    continue
+                pods = fit(key)
+                if best.domain is None or pods > best.pods:
+                    best = DomainFit(label, name, pods, 1)
+            return best
+        best = DomainFit(label, None, 0, 0)
+        for domain, classes in self.by_level.get(label, {}).items():
+            pods = 0
+            nodes = 0
+            for key, n in classes.items():
+                if instance_type and key[0] != instance_type:
+                    continue
+                pods += n * fit(key)
+                nodes += n
+            if nodes and (
+                best.domain is None or pods > best.pods or (pods == best.pods and domain < best.domain)
+            ):
+                best = DomainFit(label, domain, pods, nodes)
+        return best
+
+
+@dataclass(frozen=True, slots=True)
+class LevelChoice:
+    level: str | None  # None: no single domain of any level holds the job
+    basis: str  # "free" (fits now), "allocatable" (fits once running work finishes) or "none"
+    fit: DomainFit | None
+    reason: str
+
+
+def tightest_level(
+    index: CapacityIndex,
+    pod: Resources,
+    count: int,
+    *,
+    instance_type: str | None = None,
+    bases: Sequence[str] = ("free", "allocatable"),
+) -> LevelChoice:
+    """The tightest level with a domain that holds all ``count`` pods, trying each basis in turn:
+    what ``auto`` picks, and what a refused ``required`` job is told would work."""
+    for basis in bases:
+        now = basis == "free"
+        for label in index.levels():
+            fit = index.best_domain(label, pod, now=now, instance_type=instance_type)
+            if fit.domain is not None and fit.pods >= count:
+                what = "free capacity now" if now else "allocatable capacity (once running work finishes)"
+                return LevelChoice(
+                    label,
+                    basis,
+                    fit,
+                    f"{level_name(label)} is the tightest level with a domain ({fit.domain}) that holds all "
+                    f"{count} pods by {what}",
+                )
+    return LevelChoice(None, "none", None, f"no single domain of any level holds all {count} pods")
+
+
+@dataclass(frozen=True, slots=True)
+class Feasibility:
+    feasible: bool
+    fit: DomainFit  # the largest domain of the asked level, by allocatable
+    would_fit: LevelChoice  # the tightest level that would hold the job, by allocatable
+
+
+def required_feasibility(
+    index: CapacityIndex, label: str, pod: Resources, count: int, *, instance_type: str | None = None
+) -> Feasibility:
+    """Can any domain of ``label`` ever hold all pods (by allocatable)?"""
+    fit = index.best_domain(label, pod, now=False, instance_type=instance_type)
+    if fit.domain is not None and fit.pods >= count:
+        return Feasibility(True, fit, LevelChoice(label, "allocatable", fit, ""))
+    alt = tightest_level(index, pod, count, instance_type=instance_type, bases=("allocatable",))
+    return Feasibility(False, fit, alt)

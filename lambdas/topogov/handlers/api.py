@@ -1,0 +1,196 @@
+"""API Lambda: the routes of DESIGN.md on Powertools' APIGatewayRestResolver (validation on).
+
+Thin: identity from the API Gateway request context only (IAM auth), one call into the service,
+one mapping of domain exceptions to HTTP. Heavy clients (boto3, kubernetes) load on first use.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+from topogov.api.models import ErrorResponse, JobRequest, ManifestRequest, SubmitResponse
+from topogov.exceptions import ApiError, PayloadTooLarge, Unauthenticated, ValidationFailed
+from topogov.observability import logger, metrics, tracer
+
+MAX_BODY_BYTES = 1024 * 1024
+OPENAPI_TITLE = "Topogov"
+OPENAPI_VERSION = "1.0.0"
+
+app = APIGatewayRestResolver(enable_validation=True)
+_service: Any = None
+
+
+def service() -> Any:
+    """The Governance service, built on first use and kept while the container is warm."""
+    global _service
+    if _service is None:
+        from topogov.bootstrap import build_governance
+
+        _service = build_governance()
+    return _service
+
+
+def set_service(svc: Any) -> None:
+    """Wire a service explicitly (the local stack runs several stacks in one process in tests)."""
+    global _service
+    _service = svc
+
+
+def caller() -> str:
+    identity = app.current_event.request_context.identity
+    arn = identity.user_arn if identity else None
+    if not arn:
+        raise Unauthenticated("no caller identity: the API requires IAM (SigV4) authentication")
+    return arn
+
+
+def error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> Response:
+    body = {"error": {"code": code, "message": message, "details": details or {}}}
+    return Response(status_code=status, content_type="application/json", body=json.dumps(body))
+
+
+@app.exception_handler(ApiError)
+def _api_error(exc: ApiError) -> Response:
+    metrics_code(exc.code, exc.status)
+    logger.info("refused", extra={"code": exc.code, "status": exc.status, "reason": exc.message})
+    return error(exc.status, exc.code, exc.message, exc.details)
+
+
+@app.exception_handler(RequestValidationError)
+def _invalid(exc: RequestValidationError) -> Response:
+    problems = []
+    for e in exc.errors():
+        loc = [str(p) for p in e.get("loc", ()) if p not in ("body",)]
+        # A union body reports both shapes; keep the one the request meant.
+        problems.append({"field": ".".join(loc) or "body", "message": e.get("msg", "invalid")})
+    first = problems[0] if problems else {"field": "body", "message": "invalid"}
+    metrics_code("VALIDATION_ERROR", 400)
+    return error(400, "VALIDATION_ERROR", f"{first['field']}: {first['message']}", {"problems": problems})
+
+
+def metrics_code(code: str, status: int) -> None:
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics.add_metric(name=f"Status{status // 100}xx", unit=MetricUnit.Count, value=1)
+
+
+def parse_submission(body: Any) -> JobRequest | ManifestRequest:
+    """The two request shapes: ``{"manifest": ...}`` or the high-level job (strict, field errors)."""
+    from pydantic import ValidationError
+
+    if not isinstance(body, dict):
+        raise ValidationFailed("body", "must be a JSON object")
+    model = ManifestRequest if "manifest" in body else JobRequest
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = [
+            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]} for e in exc.errors()
+        ]
+        first = problems[0]
+        raise ValidationFailed(first["field"], first["message"], {"problems": problems}) from None
+
+
+@app.post(
+    "/v1/jobs",
+    summary="Submit a job (high-level or a raw batch/v1 Job manifest)",
+    responses={
+        200: {"description": "dry run", "content": {"application/json": {"model": SubmitResponse}}},
+        201: {"description": "created", "content": {"application/json": {"model": SubmitResponse}}},
+        400: {"description": "invalid", "content": {"application/json": {"model": ErrorResponse}}},
+        403: {"description": "not a principal", "content": {"application/json": {"model": ErrorResponse}}},
+        409: {"description": "exists", "content": {"application/json": {"model": ErrorResponse}}},
+        422: {"description": "never admissible", "content": {"application/json": {"model": ErrorResponse}}},
+        429: {"description": "in-flight cap", "content": {"application/json": {"model": ErrorResponse}}},
+    },
+)
+def submit(
+    body: Annotated[dict[str, Any], Body(description="JobRequest or ManifestRequest (see components)")],
+    dryRun: Annotated[bool, Query(description="decide and explain, create nothing")] = False,
+):
+    request = parse_submission(body)
+    result = service().submit(request, caller=caller(), dry_run=dryRun)
+    metrics_code("OK", 200 if dryRun else 201)
+    return Response(
+        status_code=200 if dryRun else 201,
+        content_type="application/json",
+        body=result.model_dump_json(),
+    )
+
+
+@app.get("/v1/jobs", summary="List jobs of the caller's teams (or one team)")
+def list_jobs(team: Annotated[str | None, Query(max_length=63)] = None) -> dict[str, Any]:
+    return {"jobs": service().jobs_of(caller(), team)}
+
+
+@app.get("/v1/jobs/<team>/<name>", summary="One job: status and, while pending, why")
+def get_job(
+    team: Annotated[str, Path(max_length=63)], name: Annotated[str, Path(max_length=63)]
+) -> dict[str, Any]:
+    return service().job(caller(), team, name)
+
+
+@app.delete("/v1/jobs/<team>/<name>", summary="Cancel a job; its in-flight share is released")
+def cancel_job(
+    team: Annotated[str, Path(max_length=63)], name: Annotated[str, Path(max_length=63)]
+) -> dict[str, Any]:
+    return service().cancel(caller(), team, name)
+
+
+@app.get("/v1/teams", summary="The caller's teams")
+def list_teams() -> dict[str, Any]:
+    svc = service()
+    who = caller()
+    return {"teams": [svc.team_view(who, t) for t in svc.visible_teams(who)]}
+
+
+@app.get("/v1/teams/<team>", summary="Quota, borrow limit, in-flight usage of a team")
+def get_team(team: Annotated[str, Path(max_length=63)]) -> dict[str, Any]:
+    return service().team_view(caller(), team)
+
+
+@app.get("/v1/topology", summary="The topology tree with per-domain capacity, or a Mermaid flowchart")
+def topology(format: Annotated[str, Query(pattern="^(json|mermaid)$")] = "json"):
+    caller()
+    doc = service().topology(format)
+    if format == "mermaid":
+        return Response(status_code=200, content_type="text/plain", body=doc)
+    return Response(status_code=200, content_type="application/json", body=json.dumps(doc))
+
+
+@app.get("/v1/openapi.json", summary="This document")
+def openapi():
+    return Response(status_code=200, content_type="application/json", body=openapi_document())
+
+
+def openapi_document() -> str:
+    return app.get_openapi_json_schema(title=OPENAPI_TITLE, version=OPENAPI_VERSION)
+
+
+def _too_large(event: dict[str, Any]) -> dict[str, Any] | None:
+    body = event.get("body") or ""
+    if len(body.encode() if isinstance(body, str) else body) > MAX_BODY_BYTES:
+        exc = PayloadTooLarge(f"body: larger than {MAX_BODY_BYTES} bytes", {"field": "body"})
+        resp = error(413, exc.code, exc.message, exc.details)
+        return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": resp.body,
+                "isBase64Encoded": False}  # fmt: skip
+    return None
+
+
+@logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics.clear_metrics()
+    metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
+    too_large = _too_large(event)
+    if too_large is not None:
+        return too_large
+    return app.resolve(event, context)

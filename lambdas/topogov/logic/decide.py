@@ -1,0 +1,307 @@
+"""The admission decision: team -> priority -> never-admissible -> topology (no I/O).
+
+Everything here is decided from the request, the caller's ARN, the team policy and the capacity
+index of the topology snapshot; the in-flight cap is checked atomically later, by the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from topogov.api.models import (
+    Decision,
+    JobRequest,
+    ManifestRequest,
+    QuotaArithmetic,
+    TopologyDecision,
+    TopologySpec,
+    parse_duration,
+)
+from topogov.domain.jobs import (
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    JobShape,
+    ManifestProblem,
+    Placement,
+    complete_manifest,
+    inspect_manifest,
+    render_job,
+    requests_from,
+)
+from topogov.domain.placement import (
+    CapacityIndex,
+    UnknownLevel,
+    level_name,
+    required_feasibility,
+    resolve_level,
+)
+from topogov.domain.quantity import Resources, resources_from
+from topogov.exceptions import (
+    Forbidden,
+    NeverAdmissible,
+    PriorityNotAllowed,
+    TopologyInfeasible,
+    ValidationFailed,
+)
+
+RESOURCE_NAMES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
+
+
+@dataclass(frozen=True)
+class Admission:
+    decision: Decision
+    manifest: dict[str, Any]
+    shape: JobShape
+    charge: Resources
+    cap: Resources
+
+
+def caller_teams(policy: Any, caller_arn: str) -> list[str]:
+    return list(policy.teams_for_principal(caller_arn))
+
+
+def resolve_team(
+    policy: Any, caller_arn: str, team: str | None, namespace: str | None, namespace_field: str = "namespace"
+) -> str:
+    """The body's team, else the team owning the named namespace, else the caller's only team."""
+    from_namespace = False
+    if team is not None and team not in policy.teams:
+        raise ValidationFailed("team", f"no team {team!r}")
+    if namespace is not None:
+        owner = policy.team_for_namespace(namespace)
+        if owner is None:
+            raise ValidationFailed(namespace_field, f"{namespace!r} is no team's namespace")
+        if team is not None and owner != team:
+            raise ValidationFailed(namespace_field, f"{namespace!r} belongs to team {owner!r}, not {team!r}")
+        from_namespace = team is None
+        team = owner
+    admin = policy.is_admin(caller_arn)
+    mine = caller_teams(policy, caller_arn)
+    if team is None:
+        if len(mine) == 1:
+            team = mine[0]
+        elif mine:
+            raise ValidationFailed("team", f"you are in several teams ({', '.join(mine)}): name one")
+        elif admin:
+            raise ValidationFailed("team", "admins must name the team")
+        else:
+            raise Forbidden("you are not a principal of any team", {"caller": caller_arn})
+    if team not in mine and not admin:
+        details = {"caller": caller_arn, "team": team}
+        if from_namespace:
+            details["field"] = namespace_field
+        raise Forbidden(f"you are not a principal of team {team!r}", details)
+    return team
+
+
+def _quota_lines(
+    total: Resources, quota: Resources, borrow: Resources, cap: Resources
+) -> list[QuotaArithmetic]:
+    lines = []
+    for attr, name in RESOURCE_NAMES.items():
+        asked = getattr(total, attr)
+        if asked or getattr(quota, attr):
+            lines.append(
+                QuotaArithmetic(
+                    resource=name,
+                    asked=asked,
+                    quota=getattr(quota, attr),
+                    borrow_limit=getattr(borrow, attr),
+                    in_flight_cap=getattr(cap, attr),
+                )
+            )
+    return lines
+
+
+def decide(
+    request: JobRequest | ManifestRequest,
+    *,
+    caller_arn: str,
+    policy: Any,
+    index: CapacityIndex,
+) -> Admission:
+    # -- team -------------------------------------------------------------------------------------
+    if isinstance(request, ManifestRequest):
+        meta = request.manifest.get("metadata") if isinstance(request.manifest, dict) else None
+        ns = meta.get("namespace") if isinstance(meta, dict) else None
+        team_name = resolve_team(
+            policy,
+            caller_arn,
+            request.team,
+            ns if isinstance(ns, str) else None,
+            "manifest.metadata.namespace",
+        )
+    else:
+        team_name = resolve_team(policy, caller_arn, request.team, request.namespace)
+    team = policy.teams[team_name]
+
+    # -- shape ------------------------------------------------------------------------------------
+    if isinstance(request, ManifestRequest):
+        try:
+            shape = inspect_manifest(
+                request.manifest, team_namespace=team.namespace, team_queue=team.local_queue
+            )
+        except ManifestProblem as exc:
+            raise ValidationFailed(exc.field, exc.message) from None
+        asked_priority = ((request.manifest.get("metadata") or {}).get("labels") or {}).get(PRIORITY_LABEL)
+        spec = request.topology
+        if spec is not None and shape.placement is not None:
+            raise ValidationFailed("topology", "the manifest already carries a topology annotation")
+        if spec is None:
+            spec = (
+                TopologySpec(mode=shape.placement.mode, level=shape.placement.level)  # type: ignore[arg-type]
+                if shape.placement
+                else TopologySpec(mode="none")
+            )
+    else:
+        if request.queue_name is not None and request.queue_name != team.local_queue:
+            raise ValidationFailed("queue_name", f"must be the team's LocalQueue {team.local_queue!r}")
+        per_pod = requests_from(request.accelerators, request.vcpu, request.memory, request.efa)
+        shape = JobShape(
+            name=request.job_name,
+            pods=request.pods,
+            per_pod=resources_from(per_pod),
+            instance_type=request.instance_type,
+            placement=None,
+        )
+        asked_priority = request.priority
+        spec = request.topology_spec()
+
+    # -- priority ---------------------------------------------------------------------------------
+    allowed = list(team.priority_class_names)
+    priority = asked_priority or team.default_priority_class
+    if priority not in allowed:
+        raise PriorityNotAllowed(
+            f"priority class {priority!r} is not allowed for team {team_name!r}",
+            {
+                "field": "priority",
+                "asked": priority,
+                "allowed": allowed,
+                "default": team.default_priority_class,
+            },
+        )
+
+    # -- never admissible -------------------------------------------------------------------------
+    total = shape.total
+    quota, borrow, cap = team.quota_resources, team.borrow_resources, team.max_in_flight_resources
+    over = []
+    for attr, name in RESOURCE_NAMES.items():
+        asked, limit = getattr(total, attr), getattr(quota, attr) + getattr(borrow, attr)
+        if asked > limit:
+            over.append(
+                {
+                    "resource": name,
+                    "asked": asked,
+                    "quota": getattr(quota, attr),
+                    "borrow_limit": getattr(borrow, attr),
+                    "max": limit,
+                    "over_by": asked - limit,
+                }
+            )
+    if over:
+        first = over[0]
+        raise NeverAdmissible(
+            f"the job asks {first['asked']} {first['resource']} in all; team {team_name!r} can never be "
+            f"admitted more than {first['max']} (quota {first['quota']} + borrow {first['borrow_limit']})",
+            {"resources": over},
+        )
+
+    # -- topology ---------------------------------------------------------------------------------
+    topo = topology_decision(spec, shape, index)
+
+    # -- render -----------------------------------------------------------------------------------
+    if isinstance(request, ManifestRequest):
+        base = request.manifest
+    else:
+        base = render_job(
+            name=request.job_name,
+            namespace=team.namespace,
+            image=request.image,
+            pods=shape.pods,
+            per_pod_requests=requests_from(request.accelerators, request.vcpu, request.memory, request.efa),
+            command=request.command,
+            args=request.args,
+            environment=request.environment,
+            instance_type=request.instance_type,
+            max_retry=request.max_retry,
+            tasks_per_node=request.tasks_per_node,
+        )
+    placement = Placement(topo.mode, topo.level) if topo.level else None
+    manifest = complete_manifest(
+        base,
+        namespace=team.namespace,
+        queue=team.local_queue,
+        priority_class=priority,
+        placement=placement,
+        submitted_by=caller_arn,
+    )
+    decision = Decision(
+        team=team_name,
+        namespace=team.namespace,
+        local_queue=team.local_queue,
+        priority_class=priority,
+        priority_value=policy.priority_value(priority),
+        pods=shape.pods,
+        topology=topo,
+        quota=_quota_lines(total, quota, borrow, cap),
+    )
+    return Admission(decision, manifest, shape, total, cap)
+
+
+def topology_decision(spec: TopologySpec, shape: JobShape, index: CapacityIndex) -> TopologyDecision:
+    from topogov.domain.placement import tightest_level
+
+    if spec.mode == "none":
+        return TopologyDecision(mode="none", level=None, reason="no topology asked")
+    if spec.mode == "auto":
+        choice = tightest_level(index, shape.per_pod, shape.pods, instance_type=shape.instance_type)
+        if choice.level is None:
+            return TopologyDecision(
+                mode="none", level=None, reason=f"auto: {choice.reason}; placed without topology"
+            )
+        return TopologyDecision(
+            mode="preferred",
+            level=choice.level,
+            domain_now=choice.fit.domain if choice.basis == "free" and choice.fit else None,
+            reason=f"auto: {choice.reason}; preferred there so the job is never blocked by the choice",
+        )
+    assert spec.level is not None
+    try:
+        level = resolve_level(spec.level)
+    except UnknownLevel as exc:
+        raise ValidationFailed("topology.level", str(exc)) from None
+    now = index.best_domain(level, shape.per_pod, now=True, instance_type=shape.instance_type)
+    domain_now = now.domain if now.pods >= shape.pods else None
+    if spec.mode == "preferred":
+        return TopologyDecision(
+            mode="preferred", level=level, domain_now=domain_now,
+            reason=f"preferred at {level_name(level)} as asked",
+        )  # fmt: skip
+    feas = required_feasibility(index, level, shape.per_pod, shape.pods, instance_type=shape.instance_type)
+    if not feas.feasible:
+        alt = feas.would_fit
+        raise TopologyInfeasible(
+            f"no {level_name(level)} domain can ever hold all {shape.pods} pods: the largest "
+            f"({feas.fit.domain}) holds {feas.fit.pods}"
+            + (f"; {level_name(alt.level)} would" if alt.level else "; no level would"),
+            {
+                "level": level,
+                "pods": shape.pods,
+                "largest_domain": feas.fit.domain,
+                "largest_domain_holds": feas.fit.pods,
+                "tightest_level_that_holds": alt.level,
+                "tightest_domain": alt.fit.domain if alt.fit else None,
+            },
+        )
+    return TopologyDecision(
+        mode="required",
+        level=level,
+        domain_now=domain_now,
+        reason=f"required at {level_name(level)}: {feas.fit.domain} can hold all {shape.pods} pods"
+        + ("" if domain_now else " once running work finishes"),
+        fallback_after_s=parse_duration(spec.fallbackAfter) if spec.fallbackAfter else None,
+    )
+
+
+__all__ = ["QUEUE_LABEL", "Admission", "decide", "resolve_team", "topology_decision"]

@@ -1,0 +1,198 @@
+"""The API's use cases: submit, look up, list, cancel, team usage, topology. Ports come in as
+arguments (policy, snapshot, ledger, jobs); nothing here imports boto3 or the kubernetes client."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from topogov.api.models import Decision, JobRequest, ManifestRequest, SubmitResponse
+from topogov.domain.placement import CapacityIndex
+from topogov.domain.quantity import Resources
+from topogov.domain.snapshot import Snapshot
+from topogov.domain.tree import build_tree, to_mermaid
+from topogov.exceptions import ApiError, Forbidden, NotFound, Unavailable
+from topogov.logic.decide import decide
+
+
+class SnapshotSource(Protocol):
+    def load(self) -> Snapshot | None: ...
+
+
+class LedgerPort(Protocol):
+    def usage(self, team: str) -> Resources: ...
+    def reserve(
+        self, team: str, name: str, charge: Resources, cap: Resources, record: dict[str, Any]
+    ) -> None: ...
+    def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> None: ...
+    def abort(self, team: str, name: str, charge: Resources) -> None: ...
+    def release(self, team: str, name: str, reason: str) -> bool: ...
+    def get(self, team: str, name: str) -> dict[str, Any] | None: ...
+    def list(self, team: str) -> list[dict[str, Any]]: ...
+
+
+class JobsPort(Protocol):
+    def create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]: ...
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def delete(self, namespace: str, name: str) -> bool: ...
+    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
+
+
+RES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Governance:
+    policy: Any
+    snapshots: SnapshotSource
+    ledger: LedgerPort
+    jobs: JobsPort
+    clock: Callable[[], str] = _now
+    _index: tuple[int, CapacityIndex] | None = None
+
+    # -- topology ---------------------------------------------------------------------------------
+    def index(self) -> CapacityIndex:
+        snap = self.snapshots.load() or Snapshot()
+        if self._index is None or self._index[0] != id(snap):
+            self._index = (id(snap), CapacityIndex(snap.nodes.values()))
+        return self._index[1]
+
+    def topology(self, fmt: str) -> dict[str, Any] | str:
+        snap = self.snapshots.load() or Snapshot()
+        tree = build_tree(snap.nodes.values())
+        if fmt == "mermaid":
+            return to_mermaid(tree)
+        return {"generated_at": snap.generated_at, **tree.to_json()}
+
+    # -- submit -----------------------------------------------------------------------------------
+    def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
+        adm = decide(request, caller_arn=caller, policy=self.policy, index=self.index())
+        d = adm.decision
+        if dry_run:
+            used = self.ledger.usage(d.team)
+            for line in d.quota:
+                attr = next(a for a, n in RES.items() if n == line.resource)
+                line.in_flight_before = getattr(used, attr)
+            return SubmitResponse(dry_run=True, created=False, decision=d, job=adm.manifest)
+        name = adm.manifest["metadata"]["name"]
+        record = {
+            "submitted_by": caller,
+            "submitted_at": self.clock(),
+            "namespace": d.namespace,
+            "decision": d.model_dump(mode="json"),
+            "request": request.model_dump(mode="json"),
+            "events": [
+                {"at": self.clock(), "what": "submitted", "topology": d.topology.model_dump(mode="json")}
+            ],
+        }
+        self.ledger.reserve(d.team, name, adm.charge, adm.cap, record)
+        try:
+            created = self.jobs.create(d.namespace, adm.manifest)
+        except ApiError:
+            self.ledger.abort(d.team, name, adm.charge)
+            raise
+        except Exception as exc:
+            self.ledger.abort(d.team, name, adm.charge)
+            raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
+        self.ledger.confirm(d.team, name, {"job_uid": (created.get("metadata") or {}).get("uid", "")})
+        return SubmitResponse(dry_run=False, created=True, decision=d, job=created)
+
+    # -- read -------------------------------------------------------------------------------------
+    def _authorize(self, caller: str, team: str) -> Any:
+        if team not in self.policy.teams:
+            raise NotFound(f"no team {team!r}", {"team": team})
+        if not self.policy.is_admin(caller) and team not in self.policy.teams_for_principal(caller):
+            raise Forbidden(f"you are not a principal of team {team!r}", {"team": team})
+        return self.policy.teams[team]
+
+    def visible_teams(self, caller: str) -> list[str]:
+        if self.policy.is_admin(caller):
+            return sorted(self.policy.teams)
+        return sorted(self.policy.teams_for_principal(caller))
+
+    def job(self, caller: str, team: str, name: str) -> dict[str, Any]:
+        from topogov.adapters.kube_jobs import job_status
+
+        self._authorize(caller, team)
+        record = self.ledger.get(team, name)
+        if record is None:
+            raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
+        job = self.jobs.get(record["namespace"], name)
+        workload = None
+        if job is not None:
+            workload = self.jobs.workload_for(record["namespace"], (job.get("metadata") or {}).get("uid", ""))
+        status, why = job_status(job, workload)
+        if record.get("state") == "released":
+            status = (
+                {"Vanished": "Cancelled"}.get(status, status)
+                if record.get("release_reason") == "cancelled"
+                else status
+            )
+        return {
+            "team": team,
+            "name": name,
+            "namespace": record["namespace"],
+            "status": status,
+            "why_pending": why,
+            "state": record.get("state"),
+            "submitted_by": record.get("submitted_by"),
+            "submitted_at": record.get("submitted_at"),
+            "decision": record.get("decision"),
+            "events": record.get("events", []),
+        }
+
+    def jobs_of(self, caller: str, team: str | None) -> list[dict[str, Any]]:
+        teams = [team] if team else self.visible_teams(caller)
+        out = []
+        for t in teams:
+            self._authorize(caller, t)
+            for r in self.ledger.list(t):
+                out.append(
+                    {
+                        "team": t,
+                        "name": r["name"],
+                        "state": r.get("state"),
+                        "submitted_by": r.get("submitted_by"),
+                        "submitted_at": r.get("submitted_at"),
+                        "priority_class": (r.get("decision") or {}).get("priority_class"),
+                        "topology": (r.get("decision") or {}).get("topology"),
+                    }
+                )
+        return out
+
+    def cancel(self, caller: str, team: str, name: str) -> dict[str, Any]:
+        self._authorize(caller, team)
+        record = self.ledger.get(team, name)
+        if record is None:
+            raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
+        deleted = self.jobs.delete(record["namespace"], name)
+        released = self.ledger.release(team, name, "cancelled")
+        return {"team": team, "name": name, "job_deleted": deleted, "charge_released": released}
+
+    def team_view(self, caller: str, team: str) -> dict[str, Any]:
+        t = self._authorize(caller, team)
+        used = self.ledger.usage(team)
+
+        def res(r: Resources) -> dict[str, int]:
+            return {RES[a]: getattr(r, a) for a in RES}
+
+        return {
+            "team": team,
+            "namespace": t.namespace,
+            "local_queue": t.local_queue,
+            "quota": res(t.quota_resources),
+            "borrow_limit": res(t.borrow_resources),
+            "max_in_flight": res(t.max_in_flight_resources),
+            "in_flight": res(used),
+            "priority_classes": list(t.priority_class_names),
+            "default_priority_class": t.default_priority_class,
+        }
+
+
+__all__ = ["Decision", "Governance"]

@@ -1,0 +1,317 @@
+"""The governance API end to end: SigV4-signed REST calls -> local API Gateway (IAM auth emulated)
+-> the api Lambda handler -> DynamoDB (moto) and the Kubernetes API. Nothing is patched."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from topogov.local import events
+from topogov.local.lambda_context import LocalContext
+from topogov.local.sigv4 import credentials_for_profile, signed_request
+from topogov.local.stack import LocalStack, StackOptions
+
+FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
+
+AWS_EXAMPLE = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {
+        "name": "test-tas-job",
+        "namespace": "hyperpod-ns-team-a",
+        "labels": {
+            "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
+            "kueue.x-k8s.io/priority-class": "inference-priority",
+        },
+    },
+    "spec": {
+        "parallelism": 10,
+        "completions": 10,
+        "suspend": True,
+        "template": {
+            "metadata": {
+                "labels": {"job-name": "test-tas-job"},
+                "annotations": {
+                    "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
+                },
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "dummy-job",
+                        "image": "public.ecr.aws/docker/library/alpine:latest",
+                        "args": ["sleep", "3600s"],
+                        "resources": {"requests": {"cpu": "1"}},
+                    }
+                ],
+                "restartPolicy": "Never",
+            },
+        },
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("apistack")
+    with LocalStack(
+        StackOptions(directory=directory, fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=0)
+    ) as s:
+        saved = dict(os.environ)
+        os.environ.update(s.env())
+        from topogov.handlers.reconcile import handler
+
+        handler(events.scheduled_event(), LocalContext())  # label the nodes, write the snapshot
+        yield s
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def call(stack, method, path, profile="topogov-team-a", body=None):
+    creds = credentials_for_profile(profile, str(stack.credentials))
+    return signed_request(method, stack.api.url + path, credentials=creds, region="us-east-1", json_body=body)
+
+
+def job(name, **kw):
+    return {
+        "job_name": name,
+        "image": "pytorch:latest",
+        "accelerators": 8,
+        "efa": 32,
+        "replica_count": 4,
+        **kw,
+    }
+
+
+def test_aws_example_job_is_accepted_as_is(stack):
+    resp = call(stack, "POST", "/v1/jobs", body={"manifest": AWS_EXAMPLE})
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert body["decision"]["priority_class"] == "inference-priority"
+    assert body["decision"]["topology"]["mode"] == "required"
+    created = (
+        stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/test-tas-job").body
+    )
+    template = created["spec"]["template"]
+    assert created["spec"]["suspend"] is True and created["spec"]["parallelism"] == 10
+    assert template["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == (
+        "topology.k8s.aws/network-node-layer-3"
+    )
+    assert template["spec"]["containers"][0]["image"] == "public.ecr.aws/docker/library/alpine:latest"
+    record = call(stack, "GET", "/v1/jobs/team-a/test-tas-job").json()
+    assert record["status"] == "Pending" and record["why_pending"]
+
+
+def test_high_level_required_layer3_that_fits(stack):
+    resp = call(stack, "POST", "/v1/jobs", body=job("fits-l3", required_topology="layer-3"))
+    assert resp.status_code == 201, resp.text
+    d = resp.json()["decision"]
+    assert d["topology"] == {
+        **d["topology"],
+        "mode": "required",
+        "level": "topology.k8s.aws/network-node-layer-3",
+    }
+    manifest = resp.json()["job"]
+    assert manifest["spec"]["completionMode"] == "Indexed" and manifest["spec"]["parallelism"] == 4
+    labels = manifest["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "hyperpod-ns-team-a-localqueue"
+    assert labels["kueue.x-k8s.io/priority-class"]
+
+
+def test_a_required_topology_that_can_never_fit_is_422_with_what_would(stack):
+    resp = call(
+        stack,
+        "POST",
+        "/v1/jobs?dryRun=true",
+        body=job("never-l3", replica_count=8, required_topology="layer-3"),
+    )
+    assert resp.status_code == 422, resp.text
+    err = resp.json()["error"]
+    assert err["code"] == "TOPOLOGY_INFEASIBLE"
+    assert err["details"]["largest_domain_holds"] == 4
+    assert err["details"]["tightest_level_that_holds"] == "topology.k8s.aws/network-node-layer-2"
+
+
+def test_a_priority_not_allowed_is_422(stack):
+    resp = call(
+        stack, "POST", "/v1/jobs", profile="topogov-team-b", body=job("prio", priority="inference-priority")
+    )
+    assert resp.status_code == 422
+    err = resp.json()["error"]
+    assert err["code"] == "PRIORITY_NOT_ALLOWED" and "inference-priority" not in err["details"]["allowed"]
+
+
+def test_dry_run_explains_and_creates_nothing(stack):
+    resp = call(stack, "POST", "/v1/jobs?dryRun=true", body=job("dry", topology={"mode": "auto"}))
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["dry_run"] and not body["created"]
+    assert (
+        body["decision"]["topology"]["mode"] == "preferred"
+        and "auto:" in body["decision"]["topology"]["reason"]
+    )
+    assert stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/dry").status == 404
+    assert call(stack, "GET", "/v1/jobs/team-a/dry").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"job_name": "Bad_Name", "image": "x", "accelerators": 1}, "job_name"),
+        ({"job_name": "ok", "image": "x", "accelerators": "8"}, "accelerators"),
+        ({"job_name": "ok", "image": "x", "accelerators": 1, "colour": "red"}, "colour"),
+        ({"job_name": "ok", "image": "x", "accelerators": 1, "replica_count": 0}, "replica_count"),
+        ({"job_name": "ok", "image": "x", "accelerators": 1, "required_topology": "rack"}, "topology.level"),
+        (
+            {
+                "job_name": "ok",
+                "image": "x",
+                "accelerators": 1,
+                "topology": {"mode": "required", "level": "layer-3", "fallbackAfter": "soon"},
+            },
+            "topology",
+        ),
+        ({"job_name": "ok", "image": "x", "accelerators": 10**9}, "accelerators"),
+        ({"job_name": "näme", "image": "x", "accelerators": 1}, "job_name"),
+        (
+            {
+                "manifest": {
+                    **AWS_EXAMPLE,
+                    "metadata": {**AWS_EXAMPLE["metadata"], "namespace": "hyperpod-ns-team-b"},
+                }
+            },
+            "namespace",
+        ),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field_and_creates_nothing(stack, body, field):
+    before = stack.kube().request("GET", "/apis/batch/v1/jobs").body["items"]
+    resp = call(stack, "POST", "/v1/jobs", body=body)
+    assert resp.status_code in (400, 403), resp.text
+    err = resp.json()["error"]
+    assert field in json.dumps(err)
+    assert stack.kube().request("GET", "/apis/batch/v1/jobs").body["items"] == before
+
+
+def test_malformed_json_and_oversized_bodies(stack):
+    from topogov.local.sigv4 import sign
+
+    creds = credentials_for_profile("topogov-team-a", str(stack.credentials))
+    import requests
+
+    for payload, status in ((b"{not json", 400), (b"{" + b" " * (1024 * 1024 + 10) + b"}", 413)):
+        headers = sign(
+            "POST",
+            stack.api.url + "/v1/jobs",
+            credentials=creds,
+            region="us-east-1",
+            body=payload,
+            headers={"Content-Type": "application/json"},
+        )
+        resp = requests.post(stack.api.url + "/v1/jobs", data=payload, headers=headers, timeout=30)
+        assert resp.status_code == status, resp.text
+        assert resp.json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_never_admissible_is_422_with_the_numbers(stack):
+    resp = call(stack, "POST", "/v1/jobs", profile="topogov-team-c", body=job("huge", replica_count=100))
+    assert resp.status_code == 422
+    err = resp.json()["error"]
+    assert err["code"] == "NEVER_ADMISSIBLE" and err["details"]["resources"][0]["asked"] == 800
+
+
+def test_another_teams_job_is_forbidden(stack):
+    assert call(stack, "GET", "/v1/jobs/team-a/fits-l3", profile="topogov-team-b").status_code == 403
+    assert call(stack, "DELETE", "/v1/jobs/team-a/fits-l3", profile="topogov-team-b").status_code == 403
+    assert call(stack, "GET", "/v1/jobs/team-a/fits-l3", profile="topogov-admin").status_code == 200
+
+
+def test_a_burst_never_passes_the_cap_and_every_accepted_job_exists_twice(stack):
+    team = call(stack, "GET", "/v1/teams/team-c", profile="topogov-team-c").json()
+    cap = team["max_in_flight"]["nvidia.com/gpu"]
+    before = team["in_flight"]["nvidia.com/gpu"]
+    n = 50
+    with cf.ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(
+            lambda i: call(stack, "POST", "/v1/jobs", profile="topogov-team-c",
+                           body=job(f"burst-{i}", replica_count=1, efa=0)),
+            range(n),
+        ))  # fmt: skip
+    codes = [r.status_code for r in results]
+    assert set(codes) <= {201, 429}, codes
+    accepted = [f"burst-{i}" for i, r in enumerate(results) if r.status_code == 201]
+    assert before + 8 * len(accepted) <= cap
+    assert len(accepted) == (cap - before) // 8
+    refused = next(r for r in results if r.status_code == 429).json()["error"]
+    assert refused["code"] == "IN_FLIGHT_LIMIT" and refused["details"]["resources"][0]["cap"] == cap
+    after = call(stack, "GET", "/v1/teams/team-c", profile="topogov-team-c").json()["in_flight"][
+        "nvidia.com/gpu"
+    ]
+    assert after == before + 8 * len(accepted)
+    for name in accepted:
+        assert (
+            stack.kube().request("GET", f"/apis/batch/v1/namespaces/hyperpod-ns-team-c/jobs/{name}").status
+            == 200
+        )
+        assert call(stack, "GET", f"/v1/jobs/team-c/{name}", profile="topogov-team-c").status_code == 200
+
+
+def test_cancel_releases_the_charge_once(stack):
+    assert call(stack, "POST", "/v1/jobs", body=job("to-cancel", replica_count=1)).status_code == 201
+    used = call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"]
+    resp = call(stack, "DELETE", "/v1/jobs/team-a/to-cancel")
+    assert resp.status_code == 200 and resp.json()["charge_released"] is True
+    again = call(stack, "DELETE", "/v1/jobs/team-a/to-cancel").json()
+    assert again["charge_released"] is False
+    assert call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"] == used - 8
+    assert (
+        stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/to-cancel").status
+        == 404
+    )
+
+
+def test_a_failed_create_rolls_back_the_charge(stack):
+    kube = stack.kube()
+    used = call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"]
+    kube.request(
+        "POST", "/_emulator/faults", body={"method": "POST", "path": "/jobs$", "status": 500, "times": 1}
+    )
+    resp = call(stack, "POST", "/v1/jobs", body=job("rollback", replica_count=1))
+    kube.request("DELETE", "/_emulator/faults")
+    assert resp.status_code == 503 and resp.json()["error"]["code"] == "UNAVAILABLE"
+    assert call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"] == used
+    assert call(stack, "GET", "/v1/jobs/team-a/rollback").status_code == 404
+
+
+def test_a_duplicate_name_is_409(stack):
+    assert (
+        call(stack, "POST", "/v1/jobs", body=job("fits-l3", required_topology="layer-3")).status_code == 409
+    )
+
+
+def test_unsigned_requests_are_refused_by_the_gateway(stack):
+    import requests
+
+    resp = requests.get(stack.api.url + "/v1/teams", timeout=10)
+    assert resp.status_code == 403 and resp.json()["message"] == "Missing Authentication Token"
+
+
+def test_topology_and_openapi_routes(stack):
+    mermaid = call(stack, "GET", "/v1/topology?format=mermaid")
+    assert mermaid.status_code == 200 and mermaid.text.startswith("flowchart TD")
+    tree = call(stack, "GET", "/v1/topology").json()
+    assert tree["depth"] == 4
+    doc = call(stack, "GET", "/v1/openapi.json").json()
+    assert "/v1/jobs" in doc["paths"] and "/v1/jobs/{team}/{name}" in doc["paths"]
+
+
+def test_kubectl_sees_the_jobs(stack):
+    assert shutil.which("kubectl"), "kubectl is required (make kubectl)"
+    cmd = ["kubectl", "--kubeconfig", str(stack.kubeconfig), "get", "jobs", "-n", "hyperpod-ns-team-a"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "test-tas-job" in out and "fits-l3" in out
