@@ -7,7 +7,7 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 # The stamp changes whenever a pin changes, so `make` reinstalls exactly when needed.
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
-.PHONY: help install kubectl local test unit integration lint bench clean
+.PHONY: help install kubectl local test unit integration lint bench clean openapi
 
 help:
 	@echo "make local   - the local stack (EC2 + S3 + Kubernetes emulation, reconciler) and a walkthrough"
@@ -49,3 +49,7 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .topogov .pytest_cache .ruff_cache .hypothesis
+
+# The OpenAPI document is generated from the code and committed; tests fail when they differ.
+openapi: install
+	$(BIN)/python -c "from topogov.handlers.api import openapi_document; import sys; sys.stdout.write(openapi_document())" > docs/openapi.json

@@ -50,4 +50,27 @@ def build_governance(settings: ApiSettings | None = None, session: Any | None = 
     store = S3SnapshotStore(session.client("s3"), settings.snapshot_bucket, settings.snapshot_key)
     ledger = DynamoLedger(session.client("dynamodb"), settings.ledger_table, settings.counters_table)
     jobs = KubeJobs(KubeHttp(kube_api_client(settings, session), max_attempts=3))
-    return Governance(policy=policy, snapshots=store, ledger=ledger, jobs=jobs)
+    idempotency = None
+    if settings.idempotency_table:
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+        idempotency = DynamoDBPersistenceLayer(
+            table_name=settings.idempotency_table, boto3_client=session.client("dynamodb")
+        )
+    return Governance(policy=policy, snapshots=store, ledger=ledger, jobs=jobs, idempotency_store=idempotency)
+
+
+def build_ledger_sync(settings: ReconcileSettings, session: Any | None = None) -> Any | None:
+    """The reconcile pass's second step, when the ledger is configured: a callable -> SyncSummary."""
+    if not (settings.policy_file and settings.ledger_table and settings.counters_table):
+        return None
+    from topogov.adapters.kube_jobs import KubeJobs
+    from topogov.adapters.ledger import DynamoLedger
+    from topogov.domain.policy import load_policy_file
+    from topogov.logic.ledger_sync import sync_ledger
+
+    session = session or aws_session(settings.region)
+    policy = load_policy_file(settings.policy_file)
+    ledger = DynamoLedger(session.client("dynamodb"), settings.ledger_table, settings.counters_table)
+    jobs = KubeJobs(KubeHttp(kube_api_client(settings, session), max_attempts=3))
+    return lambda: sync_ledger(policy, ledger, jobs)

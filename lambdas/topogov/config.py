@@ -84,6 +84,10 @@ class ReconcileSettings(BaseModel):
     )
     page_size: int = Field(500, ge=1, le=5000, description="nodes per list page")
     region: str | None = None
+    # The ledger sync (release the charges of finished or vanished jobs) runs when all three are set.
+    policy_file: str | None = None
+    ledger_table: str | None = None
+    counters_table: str | None = None
 
     @model_validator(mode="after")
     def _one_cluster(self) -> ReconcileSettings:

@@ -47,6 +47,23 @@ class KubeJobs:
             raise Unavailable(f"deleting the Job failed: HTTP {resp.status}")
         return True
 
+    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            query: dict[str, Any] = {"limit": 500}
+            if token:
+                query["continue"] = token
+            resp = self.http.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs", query=query)
+            if resp.status == 404:
+                return items
+            if resp.status != 200:
+                raise Unavailable(f"listing Jobs in {namespace} failed: HTTP {resp.status}")
+            items.extend(resp.body.get("items") or [])
+            token = (resp.body.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
     def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
         resp = self.http.request(
             "GET",

@@ -15,18 +15,22 @@ from topogov.logic.labeler import Labeler, PassOptions, PassSummary
 from topogov.models.events import Ec2StateChangeEvent, parse_reconcile_event
 from topogov.observability import logger, metrics, tracer
 
-_built: tuple[ReconcileSettings, Labeler] | None = None
+_built: tuple[ReconcileSettings, Labeler, Any] | None = None
 
 
-def labeler(cfg: ReconcileSettings) -> Labeler:
+def built(cfg: ReconcileSettings) -> tuple[ReconcileSettings, Labeler, Any]:
     """Built on first use and reused while the container stays warm (EKS endpoint, token, pools);
     rebuilt only if the configuration changed (never in Lambda; the local stack and tests)."""
     global _built
     if _built is None or _built[0] != cfg:
-        from topogov.bootstrap import build_labeler
+        from topogov.bootstrap import build_labeler, build_ledger_sync
 
-        _built = (cfg, build_labeler(cfg))
-    return _built[1]
+        _built = (cfg, build_labeler(cfg), build_ledger_sync(cfg))
+    return _built
+
+
+def labeler(cfg: ReconcileSettings) -> Labeler:
+    return built(cfg)[1]
 
 
 def options_for(event: dict[str, Any], remaining_s: float, cfg: ReconcileSettings) -> PassOptions | None:
@@ -80,6 +84,19 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.clear_metrics()
         metrics.add_metric(name="IgnoredEvents", unit=MetricUnit.Count, value=1)
         return {"ignored": True}
-    summary = labeler(cfg).run(options)
+    _, lab, sync = built(cfg)
+    summary = lab.run(options)
     publish(summary)
-    return summary.to_json()
+    result = summary.to_json()
+    if sync is not None and options.targeted_instance_ids is None:
+        ledger = sync()
+        released = ledger.released_finished + ledger.released_vanished + ledger.released_abandoned
+        for name, value in (
+            ("ChargesReleased", released),
+            ("UnmanagedJobs", len(ledger.unmanaged_jobs)),
+        ):
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if ledger.unmanaged_jobs:
+            logger.warning("jobs not created through the API", extra={"jobs": ledger.unmanaged_jobs})
+        result["ledger"] = ledger.to_json()
+    return result

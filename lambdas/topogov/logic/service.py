@@ -54,7 +54,11 @@ class Governance:
     ledger: LedgerPort
     jobs: JobsPort
     clock: Callable[[], str] = _now
+    idempotency_store: Any = None  # a Powertools persistence layer (DynamoDB), or None
     _index: tuple[int, CapacityIndex] | None = None
+    _idempotent: Any = None
+    _idempotency_config: Any = None
+    lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
 
     # -- topology ---------------------------------------------------------------------------------
     def index(self) -> CapacityIndex:
@@ -102,6 +106,54 @@ class Governance:
             raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
         self.ledger.confirm(d.team, name, {"job_uid": (created.get("metadata") or {}).get("uid", "")})
         return SubmitResponse(dry_run=False, created=True, decision=d, job=created)
+
+    def submit_once(
+        self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool, key: str | None
+    ) -> dict[str, Any]:
+        """``submit`` made idempotent by the caller's ``Idempotency-Key``: a retry gets the first answer
+        and charges nothing twice; the same key with another body is refused (Conflict)."""
+        if not key or self.idempotency_store is None:
+            return self.submit(request, caller=caller, dry_run=dry_run).model_dump(mode="json")
+        if self._idempotent is None:
+            from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+
+            config = IdempotencyConfig(
+                event_key_jmespath="[key, caller]",
+                payload_validation_jmespath="[body, dry_run]",
+                expires_after_seconds=24 * 3600,
+                raise_on_no_idempotency_key=True,
+            )
+
+            @idempotent_function(
+                data_keyword_argument="submission", persistence_store=self.idempotency_store, config=config
+            )
+            def once(submission: dict[str, Any]) -> dict[str, Any]:
+                req = (ManifestRequest if "manifest" in submission["body"] else JobRequest).model_validate(
+                    submission["body"]
+                )
+                out = self.submit(req, caller=submission["caller"], dry_run=submission["dry_run"])
+                return out.model_dump(mode="json")
+
+            self._idempotent = once
+            self._idempotency_config = config
+        if self.lambda_context is not None:
+            self._idempotency_config.register_lambda_context(self.lambda_context)
+        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
+
+        from topogov.exceptions import Conflict
+
+        submission = {
+            "key": key,
+            "caller": caller,
+            "dry_run": dry_run,
+            "body": request.model_dump(mode="json"),
+        }
+        try:
+            return self._idempotent(submission=submission)
+        except IdempotencyValidationError:
+            raise Conflict(
+                "this Idempotency-Key was used with another request body", {"field": "Idempotency-Key"}
+            ) from None
 
     # -- read -------------------------------------------------------------------------------------
     def _authorize(self, caller: str, team: str) -> Any:
