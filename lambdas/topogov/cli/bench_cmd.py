@@ -116,6 +116,32 @@ def targets_met(rows: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+def run_api(args: argparse.Namespace) -> int:
+    rows = bench_api(args.nodes or [64, 10_000], args.runs, quiet=args.json)
+    handler_s = import_seconds(IMPORT_HANDLER)
+    naive_s = import_seconds(IMPORT_NAIVE)
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        print(json.dumps({"what": "import", "handler_s": handler_s, "naive_s": naive_s}))
+        return EXIT_OK
+    print()
+    cols = ["nodes", "what", "p50_ms", "p99_ms"]
+    print(table(cols, ([r["nodes"], r["what"], f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}"] for r in rows)))
+    print()
+    print("Cold start, median of 5 fresh interpreters:")
+    print(f"  import topogov.handlers.api                      {handler_s:.3f} s")
+    print(f"  naive: import boto3 + kubernetes + Powertools    {naive_s:.3f} s")
+    decision_10k = [r for r in rows if r["what"].startswith("decision") and r["nodes"] >= 10_000]
+    problems = []
+    if handler_s > 0.35:
+        problems.append(f"handler import {handler_s:.3f} s > 0.35 s")
+    if decision_10k and decision_10k[0]["p50_ms"] > 5:
+        problems.append(f"decision p50 at 10,000 nodes {decision_10k[0]['p50_ms']:.2f} ms > 5 ms")
+    print("targets: all met" if not problems else "targets MISSED:\n  " + "\n  ".join(problems))
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     for n in args.nodes:
@@ -141,3 +167,178 @@ def run(args: argparse.Namespace) -> int:
     problems = targets_met(rows)
     print("targets: all met" if not problems else "targets MISSED:\n  " + "\n  ".join(problems))
     return EXIT_OK
+
+
+# -- topogov bench api --------------------------------------------------------------------------
+
+IMPORT_HANDLER = "import topogov.handlers.api"
+IMPORT_NAIVE = (
+    "import boto3, kubernetes.client, aws_lambda_powertools.event_handler, "
+    "aws_lambda_powertools.logging, aws_lambda_powertools.metrics, aws_lambda_powertools.tracing"
+)
+
+
+def import_seconds(statement: str, runs: int = 5) -> float:
+    """Median wall time of ``statement`` in a fresh interpreter (what a Lambda cold start pays)."""
+    import statistics
+    import subprocess
+    import sys
+
+    code = f"import time; t=time.perf_counter(); {statement}; print(time.perf_counter()-t)"
+    env = {**os.environ, "POWERTOOLS_SERVICE_NAME": "topogov", "AWS_LAMBDA_FUNCTION_NAME": "topogov-api"}
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+            ).stdout
+        )
+        for _ in range(runs)
+    ]
+    return statistics.median(times)
+
+
+def synthetic_snapshot(nodes: int) -> Any:
+    """A snapshot of ``nodes`` p5.48xlarge over 4 per layer-3, 16 per layer-2, 64 per layer-1 domain."""
+    from topogov.domain.quantity import Resources
+    from topogov.domain.snapshot import Snapshot
+    from topogov.domain.tree import NodeCapacity
+
+    alloc = Resources(gpu=8, efa=32, cpu_m=191_450, memory=2002 * 2**30)
+    snap = Snapshot(generated_at=time.time())
+    for i in range(nodes):
+        used = Resources(gpu=8 * (i % 3 == 0), efa=0, cpu_m=0, memory=0)  # a third of the nodes busy
+        path = (f"nn-{i // 64:017x}", f"nn-{1 << 40 | i // 16:017x}", f"nn-{1 << 50 | i // 4:017x}")
+        snap.nodes[f"i-{i:017x}.ec2.internal"] = NodeCapacity(
+            f"i-{i:017x}.ec2.internal", path, "p5.48xlarge", f"i-{i:017x}", alloc, used
+        )
+    return snap
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def _api_event(
+    stack: Any, caller: Any, body: dict[str, Any], query: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The very event the local API Gateway builds for a signed POST /v1/jobs."""
+    import datetime as dt
+    import uuid
+    from urllib.parse import urlencode
+
+    return stack.api.build_event(
+        method="POST",
+        raw_path="/v1/jobs",
+        raw_query=urlencode(query or {}),
+        header_pairs=[("Content-Type", "application/json"), ("Host", "127.0.0.1")],
+        body=json.dumps(body).encode(),
+        caller=caller,
+        source_ip="127.0.0.1",
+        received=dt.datetime.now(dt.UTC),
+        request_id=str(uuid.uuid4()),
+        extended_request_id=uuid.uuid4().hex[:16],
+        trace_id="Root=1-00000000-000000000000000000000000",
+    )
+
+
+def _gpu_job(name: str, gpus: int, pods: int, level: str) -> dict[str, Any]:
+    return {
+        "job_name": name,
+        "image": "x",
+        "accelerators": gpus,
+        "replica_count": pods,
+        "required_topology": level,
+    }
+
+
+def bench_api(sizes: list[int], runs: int, quiet: bool) -> list[dict[str, Any]]:
+    from topogov.adapters.snapshot_store import S3SnapshotStore
+    from topogov.api.models import JobRequest
+    from topogov.handlers import api
+    from topogov.local.lambda_context import LocalContext
+    from topogov.local.stack import SNAPSHOT_BUCKET, LocalStack, StackOptions
+    from topogov.logic.decide import decide
+
+    rows: list[dict[str, Any]] = []
+    arn = "arn:aws:iam::123456789012:user/topogov-team-a"
+    with tempfile.TemporaryDirectory(prefix="topogov-bench-api-") as tmp:
+        opts = StackOptions(directory=Path(tmp), fleet="p5.48xlarge=8", extra_nodes=False, api_port=0)
+        with LocalStack(opts) as stack:
+            os.environ.update(stack.env())
+            svc = api.service()
+            store = S3SnapshotStore(stack.client("s3"), SNAPSHOT_BUCKET)
+            team_a = next(c for c in stack.api.callers.values() if c.arn == arn)
+            for n in sizes:
+                store.save(synthetic_snapshot(n))
+                svc.refresh_snapshot()  # a warm container with the index of the current snapshot
+                request = JobRequest.model_validate(_gpu_job("bench", 8, 16, "layer-2"))
+                samples = []
+                for _ in range(runs):
+                    t0 = time.perf_counter()
+                    decide(request, caller_arn=arn, policy=svc.policy, index=svc.index())
+                    samples.append(time.perf_counter() - t0)
+                p50, p99 = percentiles(samples)
+                rows.append(
+                    {"nodes": n, "what": "decision (in process)", "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3}
+                )
+                passes = (
+                    ("dry run via the handler", {"dryRun": "true"}, runs),
+                    ("submission via the handler", None, 60),
+                )
+                for label, query, count in passes:
+                    samples = []
+                    for i in range(count):
+                        ev = _api_event(stack, team_a, _gpu_job(f"b-{n}-{i}", 1, 1, "layer-3"), query)
+                        t0 = time.perf_counter()
+                        out = api.handler(ev, LocalContext(function_name="topogov-api"))
+                        samples.append(time.perf_counter() - t0)
+                        if out["statusCode"] not in (200, 201):
+                            raise RuntimeError(f"{label}: {out['statusCode']} {out['body'][:300]}")
+                    p50, p99 = percentiles(samples)
+                    rows.append({"nodes": n, "what": label, "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3})
+                for r in rows[-3:]:
+                    _say("#   " + json.dumps(r), quiet)
+            cold = _api_event(stack, team_a, _gpu_job("cold", 8, 4, "layer-3"), {"dryRun": "true"})
+            rows.append(cold_first_request(stack, cold, sizes[-1]))
+    return rows
+
+
+COLD = """
+import json, sys, time
+t0 = time.perf_counter()
+from topogov.handlers.api import handler
+t1 = time.perf_counter()
+from topogov.local.lambda_context import LocalContext
+out = handler(json.load(sys.stdin), LocalContext(function_name="topogov-api"))
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "first_request_s": t2 - t1, "status": out["statusCode"]}))
+"""
+
+
+def cold_first_request(stack: Any, event: dict[str, Any], nodes: int, runs: int = 5) -> dict[str, Any]:
+    """A fresh interpreter: import the handler, then answer one dry run (the real cold start)."""
+    import statistics
+    import subprocess
+    import sys
+
+    env = {**os.environ, **stack.env(), "AWS_LAMBDA_FUNCTION_NAME": "topogov-api"}
+    got = []
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", COLD],
+            input=json.dumps(event),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        got.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    if any(g["status"] != 200 for g in got):
+        raise RuntimeError(f"cold dry run failed: {got}")
+    return {
+        "nodes": nodes,
+        "what": "cold start: import + first dry run (median)",
+        "p50_ms": statistics.median(g["import_s"] + g["first_request_s"] for g in got) * 1e3,
+        "p99_ms": max(g["import_s"] + g["first_request_s"] for g in got) * 1e3,
+    }

@@ -35,6 +35,12 @@ def _bench(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _bench_api(args: argparse.Namespace) -> int:
+    from topogov.cli.bench_cmd import run_api
+
+    return run_api(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="topogov",
@@ -99,6 +105,15 @@ def parser() -> argparse.ArgumentParser:
     brec.add_argument("--json", action="store_true", help="one JSON object per pass")
     brec.add_argument("--ec2-rate", type=float, default=200.0, help="raised emulated EC2 rate (200/s)")
     brec.set_defaults(func=_bench)
+    bapi = bsub.add_parser(
+        "api",
+        help="API latency (decision, dry run, submission) and cold-start import time",
+        description="In-process latency p50/p99 at 64 and 10,000 nodes in the snapshot; handler import time.",
+    )
+    bapi.add_argument("--nodes", type=int, action="append", help="snapshot sizes (default 64 and 10000)")
+    bapi.add_argument("--runs", type=int, default=200, help="samples per measurement (200)")
+    bapi.add_argument("--json", action="store_true", help="one JSON object per measurement")
+    bapi.set_defaults(func=_bench_api)
     return p
 
 

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from topogov.api.models import ErrorResponse, JobRequest, ManifestRequest, SubmitResponse
 from topogov.exceptions import ApiError, PayloadTooLarge, Unauthenticated, ValidationFailed
-from topogov.observability import logger, metrics, tracer
+from topogov.observability import logger, metrics, traced
 
 MAX_BODY_BYTES = 1024 * 1024
 OPENAPI_TITLE = "Topogov"
@@ -203,7 +203,7 @@ def _too_large(event: dict[str, Any]) -> dict[str, Any] | None:
 
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from aws_lambda_powertools.metrics import MetricUnit
 

@@ -13,7 +13,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from topogov.config import ReconcileSettings
 from topogov.logic.labeler import Labeler, PassOptions, PassSummary
 from topogov.models.events import Ec2StateChangeEvent, parse_reconcile_event
-from topogov.observability import logger, metrics, tracer
+from topogov.observability import logger, metrics, traced
 
 _built: tuple[ReconcileSettings, Labeler, Any] | None = None
 
@@ -75,7 +75,7 @@ def publish(summary: PassSummary) -> None:
 
 @logger.inject_lambda_context(correlation_id_path="id")
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     cfg = ReconcileSettings.from_env()  # validated on every invocation: ~50 us, and never stale
     options = options_for(event, context.get_remaining_time_in_millis() / 1000.0, cfg)

@@ -4,6 +4,7 @@ arguments (policy, snapshot, ledger, jobs); nothing here imports boto3 or the ku
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -55,17 +56,30 @@ class Governance:
     jobs: JobsPort
     clock: Callable[[], str] = _now
     idempotency_store: Any = None  # a Powertools persistence layer (DynamoDB), or None
-    _index: tuple[int, CapacityIndex] | None = None
+    snapshot_ttl_s: float = 15.0  # a warm container re-checks S3 for a new snapshot at most this often
+    monotonic: Callable[[], float] = time.monotonic
+    _index: tuple[int, CapacityIndex, float] | None = None
     _idempotent: Any = None
     _idempotency_config: Any = None
     lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
 
     # -- topology ---------------------------------------------------------------------------------
     def index(self) -> CapacityIndex:
+        """The capacity index of the current snapshot. The snapshot changes once per reconcile pass
+        at most, so a request reuses the index for ``snapshot_ttl_s`` before a conditional GET."""
+        now = self.monotonic()
+        if self._index is not None and now - self._index[2] < self.snapshot_ttl_s:
+            return self._index[1]
         snap = self.snapshots.load() or Snapshot()
         if self._index is None or self._index[0] != id(snap):
-            self._index = (id(snap), CapacityIndex(snap.nodes.values()))
+            self._index = (id(snap), CapacityIndex(snap.nodes.values()), now)
+        else:
+            self._index = (self._index[0], self._index[1], now)
         return self._index[1]
+
+    def refresh_snapshot(self) -> None:
+        """Forget the cached index: the next request reads the snapshot again."""
+        self._index = None
 
     def topology(self, fmt: str) -> dict[str, Any] | str:
         snap = self.snapshots.load() or Snapshot()
