@@ -56,6 +56,9 @@ AWS_EXAMPLE = {
 }
 
 
+OTHER_QUEUE = {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-b-localqueue"}
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     directory = tmp_path_factory.mktemp("apistack")
@@ -186,6 +189,15 @@ def test_dry_run_explains_and_creates_nothing(stack):
                 }
             },
             "namespace",
+        ),
+        (
+            {"manifest": {**AWS_EXAMPLE, "metadata": {**AWS_EXAMPLE["metadata"], "labels": OTHER_QUEUE}}},
+            "queue-name",
+        ),
+        ({"manifest": {**AWS_EXAMPLE, "spec": {**AWS_EXAMPLE["spec"], "suspend": False}}}, "suspend"),
+        (
+            {"manifest": {**AWS_EXAMPLE, "metadata": {**AWS_EXAMPLE["metadata"], "labels": {"team": "a b"}}}},
+            "labels.team",
         ),
     ],
 )
@@ -369,3 +381,53 @@ def test_an_idempotency_key_returns_the_first_answer_and_charges_once(stack):
         headers={"Idempotency-Key": "k-123"},
     )
     assert other.status_code == 409 and other.json()["error"]["details"]["field"] == "Idempotency-Key"
+
+
+def test_identity_never_comes_from_a_header_or_the_body(stack):
+    creds = credentials_for_profile("topogov-team-b", str(stack.credentials))
+    admin = "arn:aws:iam::123456789012:user/topogov-admin"
+    spoof = {"X-Amz-User-Arn": admin, "X-Caller": "topogov-team-a"}
+    url = stack.api.url + "/v1/jobs/team-a/fits-l3"
+    resp = signed_request("GET", url, credentials=creds, region="us-east-1", headers=spoof)
+    assert resp.status_code == 403
+    resp = call(
+        stack, "POST", "/v1/jobs", profile="topogov-team-b", body={**job("x"), "caller": "topogov-admin"}
+    )
+    assert resp.status_code == 400 and "caller" in resp.json()["error"]["message"]
+
+
+def test_status_follows_the_kueue_workload(stack):
+    kube = stack.kube()
+    assert call(stack, "POST", "/v1/jobs", body=job("wl-job", replica_count=1)).status_code == 201
+    uid = kube.request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/wl-job").body["metadata"][
+        "uid"
+    ]
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-wl-job",
+            "namespace": "hyperpod-ns-team-a",
+            "labels": {"kueue.x-k8s.io/job-uid": uid},
+        },
+        "spec": {"queueName": "hyperpod-ns-team-a-localqueue", "podSets": []},
+    }
+    kube.request(
+        "POST", "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads", body=workload
+    )
+    path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads/job-wl-job/status"
+    waiting = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+               "message": "couldn't assign flavors to pod set main: insufficient unused quota"}  # fmt: skip
+    kube.request(
+        "PATCH", path, body={"status": {"conditions": [waiting]}}, content_type="application/merge-patch+json"
+    )
+    view = call(stack, "GET", "/v1/jobs/team-a/wl-job").json()
+    assert view["status"] == "Pending" and "insufficient unused quota" in view["why_pending"]
+    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted"}
+    kube.request(
+        "PATCH",
+        path,
+        body={"status": {"conditions": [admitted]}},
+        content_type="application/merge-patch+json",
+    )
+    assert call(stack, "GET", "/v1/jobs/team-a/wl-job").json()["status"] == "Admitted"
