@@ -431,3 +431,13 @@ def test_status_follows_the_kueue_workload(stack):
         content_type="application/merge-patch+json",
     )
     assert call(stack, "GET", "/v1/jobs/team-a/wl-job").json()["status"] == "Admitted"
+    # and the team view counts what Kueue admitted (the Workload's pod sets)
+    pod_set = {"name": "main", "count": 2, "template": {"spec": {"containers": [
+        {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}  # fmt: skip
+    kube.request(
+        "PATCH",
+        "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads/job-wl-job",
+        body={"spec": {"podSets": [pod_set]}},
+        content_type="application/merge-patch+json",
+    )
+    assert call(stack, "GET", "/v1/teams/team-a").json()["admitted"]["nvidia.com/gpu"] == 16

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
+from topogov.domain.quantity import Resources, pod_requests
 from topogov.exceptions import Conflict, Unavailable, ValidationFailed
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
@@ -63,6 +64,26 @@ class KubeJobs:
             token = (resp.body.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+    def admitted_usage(self, namespace: str) -> Resources:
+        """What Kueue has admitted in ``namespace``: the requests of its admitted Workloads."""
+        resp = self.http.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")
+        if resp.status != 200:
+            return Resources()
+        total = Resources()
+        for wl in (resp.body or {}).get("items") or []:
+            conditions = {
+                c.get("type"): c.get("status") for c in (wl.get("status") or {}).get("conditions") or []
+            }
+            if conditions.get("Admitted") != "True":
+                continue
+            for pod_set in (wl.get("spec") or {}).get("podSets") or []:
+                per_pod = pod_requests(pod_set.get("template") or {})
+                n = int(pod_set.get("count", 1))
+                total = total + Resources(
+                    per_pod.gpu * n, per_pod.efa * n, per_pod.cpu_m * n, per_pod.memory * n
+                )
+        return total
 
     def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
         resp = self.http.request(

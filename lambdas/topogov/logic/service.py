@@ -39,6 +39,7 @@ class JobsPort(Protocol):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def delete(self, namespace: str, name: str) -> bool: ...
     def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
+    def admitted_usage(self, namespace: str) -> Resources: ...
 
 
 RES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
@@ -256,6 +257,7 @@ class Governance:
             "borrow_limit": res(t.borrow_resources),
             "max_in_flight": res(t.max_in_flight_resources),
             "in_flight": res(used),
+            "admitted": res(self.jobs.admitted_usage(t.namespace)),
             "priority_classes": list(t.priority_class_names),
             "default_priority_class": t.default_priority_class,
         }
