@@ -17,7 +17,7 @@ from typing import Any
 from topogov.adapters.kube import KubeHttp
 from topogov.adapters.kube_auth import kubeconfig_api_client
 from topogov.local import fleet as fleetmod
-from topogov.local.processes import ManagedProcess, free_port, python_module
+from topogov.local.processes import ManagedProcess, environ, free_port, python_module
 
 SNAPSHOT_BUCKET = "topogov-local-snapshot"
 LEDGER_TABLE = "topogov-local-ledger"
@@ -222,17 +222,8 @@ class LocalStack:
         from topogov.local.lambda_context import LocalContext
 
         env = self.env()
-        settings = ApiSettings.from_env(env)
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)  # boto3 reads AWS_ENDPOINT_URL from the environment
-        try:
-            api.set_service(build_governance(settings))
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        with environ(env):  # boto3 reads AWS_ENDPOINT_URL from the environment
+            api.set_service(build_governance(ApiSettings.from_env(env)))
         callers = callers_from_credentials_file(str(self.credentials), account_id=LOCAL_ACCOUNT)
         self.api = LocalApiGateway(
             api.handler,
