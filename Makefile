@@ -7,20 +7,25 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 # The stamp changes whenever a pin changes, so `make` reinstalls exactly when needed.
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
-.PHONY: help install kubectl local test unit integration lint bench clean openapi
+.PHONY: help install kubectl local test unit integration lint bench clean openapi synth
 
 help:
 	@echo "make local   - the local stack (EC2 + S3 + Kubernetes emulation, reconciler) and a walkthrough"
 	@echo "make test    - lint + every test suite (what .ci/run runs)"
 	@echo "make bench   - reconcile benchmark at 100, 1,000 and 10,000 nodes"
 
-$(STAMP): requirements/runtime.txt requirements/dev.txt pyproject.toml
+$(STAMP): requirements/runtime.txt requirements/dev.txt requirements/infra.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -r requirements/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
 	$(PIP) install --no-deps --no-build-isolation -e . 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.installed-*; touch $@
 
-install: $(STAMP) kubectl
+install: $(STAMP) kubectl node_modules/.installed
+
+# The CDK CLI, pinned in package.json / package-lock.json (`npx cdk synth` works offline).
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	@touch $@
 
 # kubectl is Debian's `kubernetes-client`; the tests and the walkthrough drive the real binary.
 kubectl:
@@ -32,8 +37,8 @@ local: install
 	$(BIN)/topogov local
 
 lint: install
-	$(BIN)/ruff check lambdas tests app.py
-	$(BIN)/ruff format --check lambdas tests app.py
+	$(BIN)/ruff check lambdas infra tests app.py
+	$(BIN)/ruff format --check lambdas infra tests app.py
 
 unit: install
 	$(BIN)/pytest tests/unit
@@ -43,6 +48,9 @@ integration: install
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadfile
+
+synth: install
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx cdk synth --quiet
 
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000

@@ -1,0 +1,1 @@
+"""The CDK app's constructs: one per capability, composed by a thin stack (stack.py)."""

@@ -1,0 +1,154 @@
+"""The API: a REST API with IAM auth on every method, request validation, throttling, access logs
+and tracing, in front of the api function (Lambda proxy integration)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.config import DeployConfig
+from infra.functions import FunctionSpec, TopogovFunction
+from infra.names import POLICY_IN_BUNDLE, SNAPSHOT_KEY
+from infra.storage import Storage
+
+ROUTES: dict[str, list[str]] = {
+    "/v1/jobs": ["GET", "POST"],
+    "/v1/jobs/{team}/{name}": ["GET", "DELETE"],
+    "/v1/teams": ["GET"],
+    "/v1/teams/{team}": ["GET"],
+    "/v1/topology": ["GET"],
+    "/v1/openapi.json": ["GET"],
+}
+STAGE = "prod"
+
+
+class Api(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        storage: Storage,
+        code: lambda_.Code,
+        layer: lambda_.ILayerVersion,
+        log_retention: logs.RetentionDays,
+        vpc_config: dict | None,
+    ) -> None:
+        super().__init__(scope, id)
+        env = {
+            "TOPOGOV_CLUSTER_NAME": config.cluster_name,
+            "TOPOGOV_POLICY_FILE": f"/var/task/{POLICY_IN_BUNDLE}",
+            "TOPOGOV_SNAPSHOT_BUCKET": storage.snapshot_bucket.bucket_name,
+            "TOPOGOV_SNAPSHOT_KEY": SNAPSHOT_KEY,
+            "TOPOGOV_LEDGER_TABLE": storage.ledger.table_name,
+            "TOPOGOV_COUNTERS_TABLE": storage.counters.table_name,
+            "TOPOGOV_IDEMPOTENCY_TABLE": storage.idempotency.table_name,
+        }
+        self.fn = TopogovFunction(
+            self,
+            "Handler",
+            spec=FunctionSpec("api", "topogov.handlers.api.handler", Duration.seconds(29), 1024, env),
+            code=code,
+            layer=layer,
+            log_retention=log_retention,
+            vpc_config=vpc_config,
+        )
+        role = self.fn.role
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DescribeTheCluster",
+                actions=["eks:DescribeCluster"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="eks", resource="cluster", resource_name=config.cluster_name
+                    )
+                ],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadTopologySnapshot",
+                actions=["s3:GetObject"],
+                resources=[storage.snapshot_bucket.arn_for_objects(SNAPSHOT_KEY)],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="LedgerAndCounters",  # charge + record in one transaction, refund, release, read
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:Query",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                ],
+                resources=[storage.ledger.table_arn, storage.counters.table_arn],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="Idempotency",
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                ],
+                resources=[storage.idempotency.table_arn],
+            )
+        )
+
+        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=log_retention)
+        method_throttle = apigw.MethodDeploymentOptions(
+            throttling_rate_limit=config.submit_rate_limit, throttling_burst_limit=config.submit_burst_limit
+        )
+        self.rest_api = apigw.RestApi(
+            self,
+            "RestApi",
+            description="Topogov: topology-aware task governance",
+            cloud_watch_role=True,
+            deploy_options=apigw.StageOptions(
+                stage_name=STAGE,
+                tracing_enabled=True,
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                metrics_enabled=True,
+                throttling_rate_limit=config.api_rate_limit,
+                throttling_burst_limit=config.api_burst_limit,
+                method_options={"/v1/jobs/POST": method_throttle},
+                access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+            ),
+            default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+        )
+        validator = self.rest_api.add_request_validator(
+            "Validator", validate_request_body=True, validate_request_parameters=True
+        )
+        integration = apigw.LambdaIntegration(self.fn.function, proxy=True)
+        for path, methods in ROUTES.items():
+            resource = self.rest_api.root.resource_for_path(path)
+            for method in methods:
+                params = {f"method.request.path.{p}": True for p in ("team", "name") if "{" + p + "}" in path}
+                resource.add_method(
+                    method,
+                    integration,
+                    authorization_type=apigw.AuthorizationType.IAM,
+                    request_validator=validator,
+                    request_parameters=params or None,
+                )
+        self.url = self.rest_api.url

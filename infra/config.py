@@ -1,0 +1,139 @@
+"""Deployment inputs from ``cdk.json`` context (or ``-c key=value``), validated with clear errors.
+
+No AWS calls at synth time: everything the stack needs is given here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PREFIX = "topogov:"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class DeployConfigError(ValueError):
+    pass
+
+
+class DeployConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cluster_name: str = Field(..., pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$", description="EKS cluster")
+    account: str | None = Field(None, pattern=r"^\d{12}$")
+    region: str | None = Field(None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    policy_file: str = "teams.yaml"
+    reconcile_schedule: str = "rate(5 minutes)"
+    vpc_id: str | None = Field(None, pattern=r"^vpc-[0-9a-f]{8,17}$")
+    subnet_ids: tuple[str, ...] = ()
+    security_group_id: str | None = Field(None, pattern=r"^sg-[0-9a-f]{8,17}$")
+    log_retention_days: int = 30
+    alarm_email: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    alarm_topic_arn: str | None = Field(None, pattern=r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[\w-]+$")
+    drift_alarm_threshold: int = Field(50, ge=1, description="nodes patched by one pass before alarming")
+    api_latency_alarm_ms: int = Field(3000, ge=100)
+    api_rate_limit: float = Field(50, gt=0)
+    api_burst_limit: int = Field(100, ge=1)
+    submit_rate_limit: float = Field(10, gt=0)
+    submit_burst_limit: int = Field(20, ge=1)
+
+    @field_validator("reconcile_schedule")
+    @classmethod
+    def _schedule(cls, v: str) -> str:
+        if not re.match(r"^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\(.+\))$", v):
+            raise ValueError("must be an EventBridge expression: rate(5 minutes) or cron(...)")
+        return v
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        allowed = {
+            1,
+            3,
+            5,
+            7,
+            14,
+            30,
+            60,
+            90,
+            120,
+            150,
+            180,
+            365,
+            400,
+            545,
+            731,
+            1096,
+            1827,
+            2192,
+            2557,
+            2922,
+            3288,
+            3653,
+        }
+        if v not in allowed:
+            raise ValueError(f"must be one of CloudWatch Logs' retention periods: {sorted(allowed)}")
+        return v
+
+    @field_validator("subnet_ids", mode="before")
+    @classmethod
+    def _subnets(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = [s.strip() for s in v.split(",") if s.strip()]
+        for s in v or ():
+            if not re.match(r"^subnet-[0-9a-f]{8,17}$", s):
+                raise ValueError(f"{s!r} is not a subnet id")
+        return tuple(v or ())
+
+    @model_validator(mode="after")
+    def _network(self) -> DeployConfig:
+        given = [bool(self.vpc_id), bool(self.subnet_ids), bool(self.security_group_id)]
+        if any(given) and not all(given):
+            raise ValueError(
+                "vpcId, subnetIds and securityGroupId go together (clusters with a private endpoint)"
+            )
+        if self.alarm_email and self.alarm_topic_arn:
+            raise ValueError("give alarmEmail or alarmTopicArn, not both")
+        return self
+
+    @property
+    def policy_path(self) -> Path:
+        p = Path(self.policy_file)
+        return p if p.is_absolute() else ROOT / p
+
+    @classmethod
+    def from_context(cls, get: Any) -> DeployConfig:
+        """``get(key)`` is ``app.node.try_get_context``; keys are ``topogov:camelCase``."""
+        values = {}
+        for name in cls.model_fields:
+            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
+            raw = get(PREFIX + camel)
+            if raw is not None and raw != "":
+                values[name] = raw
+        for key, coerce in (
+            ("log_retention_days", int),
+            ("drift_alarm_threshold", int),
+            ("api_burst_limit", int),
+            ("submit_burst_limit", int),
+            ("api_latency_alarm_ms", int),
+            ("api_rate_limit", float),
+            ("submit_rate_limit", float),
+        ):
+            if isinstance(values.get(key), str):  # -c key=value gives strings
+                with contextlib.suppress(ValueError):  # else the model names the field
+                    values[key] = coerce(values[key])
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            lines = []
+            for e in exc.errors():
+                field = ".".join(str(p) for p in e["loc"])
+                camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field) if field else "context"
+                lines.append(f"  {PREFIX}{camel}: {e['msg']}")
+            raise DeployConfigError(
+                "invalid deployment context (cdk.json or -c):\n" + "\n".join(lines)
+            ) from None

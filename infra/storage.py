@@ -1,0 +1,52 @@
+"""Storage: the job ledger, the in-flight counters, the idempotency records, the topology snapshot."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+
+class Storage(Construct):
+    def __init__(self, scope: Construct, id: str) -> None:
+        super().__init__(scope, id)
+
+        def table(name: str, sort_key: str | None = None, ttl: str | None = None) -> dynamodb.Table:
+            return dynamodb.Table(
+                self,
+                name,
+                partition_key=dynamodb.Attribute(
+                    name="id" if name == "Idempotency" else "team", type=dynamodb.AttributeType.STRING
+                ),
+                sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING)
+                if sort_key
+                else None,
+                billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+                encryption=dynamodb.TableEncryption.AWS_MANAGED,
+                point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                    point_in_time_recovery_enabled=True
+                ),
+                time_to_live_attribute=ttl,
+                removal_policy=RemovalPolicy.RETAIN,
+            )
+
+        self.ledger = table("Ledger", sort_key="name")
+        self.counters = table("Counters")
+        self.idempotency = table("Idempotency", ttl="expiration")
+        self.snapshot_bucket = s3.Bucket(
+            self,
+            "Snapshot",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-old-snapshots",
+                    noncurrent_version_expiration=Duration.days(7),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN,
+        )

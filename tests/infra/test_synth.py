@@ -1,0 +1,39 @@
+"""A full synth through the pinned CDK CLI, with real (Docker-free) bundling."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_npx_cdk_synth_bundles_the_layer_and_the_code_without_docker(tmp_path):
+    assert (ROOT / "node_modules" / ".bin" / "cdk").exists(), "run `make install` (npm ci) first"
+    env = {
+        **os.environ,
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+        "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+    }
+    out = tmp_path / "cdk.out"
+    proc = subprocess.run(
+        [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--output", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assets = json.loads((out / "Topogov.assets.json").read_text())["files"]
+    dirs = [out / a["source"]["path"] for a in assets.values() if a["source"].get("packaging") == "zip"]
+    layer = next(d for d in dirs if (d / "python").exists())
+    code = next(d for d in dirs if (d / "topogov").exists())
+    # the layer: manylinux x86_64 wheels for CPython 3.12, whatever this machine runs
+    assert list((layer / "python" / "pydantic_core").glob("*.cpython-312-x86_64-linux-gnu.so"))
+    assert (layer / "python" / "kubernetes").is_dir() and (
+        layer / "python" / "aws_lambda_powertools"
+    ).is_dir()
+    # the code: the package without the local stack and CLI, and the validated policy
+    assert (code / "topogov" / "handlers" / "api.py").exists() and (code / "policy" / "teams.yaml").exists()
+    assert not (code / "topogov" / "local").exists() and not (code / "topogov" / "cli").exists()
+    report = (out / "AwsSolutions--Topogov-NagReport.csv").read_text()
+    assert "Non-Compliant" not in report
