@@ -139,7 +139,7 @@ class Api(Construct):
         validator = self.rest_api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
-        integration = apigw.LambdaIntegration(self.fn.function, proxy=True)
+        integration = apigw.LambdaIntegration(self.fn.function, proxy=True, allow_test_invoke=False)
         for path, methods in ROUTES.items():
             resource = self.rest_api.root.resource_for_path(path)
             for method in methods:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from aws_cdk import CfnResource
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 
 from infra.stack import TopogovStack
@@ -9,9 +12,11 @@ from infra.stack import TopogovStack
 LOG_STREAMS = RegexAppliesTo(regex=r"/^Resource::<.*Logs[0-9A-F]*\.Arn>:\*$/g")
 
 
-def _one(resource: object, rule: str, reason: str, applies_to: list | None = None) -> None:
+def _one(construct: Any, rule: str, reason: str, applies_to: list | None = None) -> None:
+    """Suppress ``rule`` on the one CloudFormation resource of ``construct`` (not its children)."""
+    resource = construct if isinstance(construct, CfnResource) else construct.node.default_child
     NagSuppressions.add_resource_suppressions(
-        resource, [NagPackSuppression(id=rule, reason=reason, applies_to=applies_to)], apply_to_children=True
+        resource, [NagPackSuppression(id=rule, reason=reason, applies_to=applies_to)], apply_to_children=False
     )
 
 

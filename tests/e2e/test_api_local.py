@@ -357,6 +357,7 @@ def test_the_reconcile_pass_releases_finished_and_vanished_jobs_once_and_reports
     assert second["released_finished"] == second["released_vanished"] == 0
     assert call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"] == used - 16
     assert "hyperpod-ns-team-a/stray-job" in first["unmanaged_jobs"]
+    assert second["in_flight_gpu"]["team-a"] == used - 16
     assert call(stack, "GET", "/v1/jobs/team-a/done-job").json()["status"] == "Succeeded"
 
 

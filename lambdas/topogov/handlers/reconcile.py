@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from topogov.config import ReconcileSettings
 from topogov.logic.labeler import Labeler, PassOptions, PassSummary
@@ -96,6 +96,16 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             ("UnmanagedJobs", len(ledger.unmanaged_jobs)),
         ):
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        for team, gpus in ledger.in_flight_gpu.items():  # the dashboard's per-team in-flight graph
+            dims = {"service": "topogov", "team": team}
+            with single_metric(
+                name="InFlightGpu",
+                unit=MetricUnit.Count,
+                value=gpus,
+                namespace="Topogov",
+                default_dimensions=dims,
+            ):
+                pass
         if ledger.unmanaged_jobs:
             logger.warning("jobs not created through the API", extra={"jobs": ledger.unmanaged_jobs})
         result["ledger"] = ledger.to_json()

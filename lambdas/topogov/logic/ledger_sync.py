@@ -21,6 +21,7 @@ STALE_RESERVATION_S = 300
 
 class LedgerPort(Protocol):
     def list(self, team: str) -> list[dict[str, Any]]: ...
+    def usage(self, team: str) -> Any: ...
     def release(self, team: str, name: str, reason: str) -> bool: ...
 
 
@@ -35,6 +36,7 @@ class SyncSummary:
     released_vanished: int = 0
     released_abandoned: int = 0
     unmanaged_jobs: list[str] = field(default_factory=list)
+    in_flight_gpu: dict[str, int] = field(default_factory=dict)  # per team, after the sync
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,4 +79,5 @@ def sync_ledger(
             elif status in ("Succeeded", "Failed"):
                 summary.released_finished += ledger.release(team_name, record["name"], status.lower())
         summary.unmanaged_jobs.extend(f"{team.namespace}/{n}" for n in sorted(in_cluster) if n not in known)
+        summary.in_flight_gpu[team_name] = ledger.usage(team_name).gpu
     return summary
