@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -56,25 +57,22 @@ class PipLayerBundling:
 
     def try_bundle(self, output_dir: str, *_: Any, **__: Any) -> bool:
         target = Path(output_dir) / "python"
+        # Without network access, point TOPOGOV_WHEELHOUSE at a directory of the wheels
+        # (`pip download --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.12 -r ...`).
+        wheelhouse = os.environ.get("TOPOGOV_WHEELHOUSE")
+        offline = ["--no-index", "--find-links", wheelhouse] if wheelhouse else []
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        platform = ["--platform", PIP_PLATFORM, "--implementation", "cp", "--python-version", PYTHON_VERSION]
         subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--platform",
-                PIP_PLATFORM,
-                "--implementation",
-                "cp",
-                "--python-version",
-                PYTHON_VERSION,
+                *pip,
+                *platform,
                 "--only-binary=:all:",
                 "--target",
                 str(target),
                 "-r",
                 str(self.requirements),
+                *offline,
             ],
             check=True,
         )
