@@ -9,6 +9,7 @@ and refunds in the same transaction, so a charge is released at most once.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Mapping
 from decimal import Decimal
@@ -114,7 +115,7 @@ class DynamoLedger:
             "ExpressionAttributeValues": {":released": {"S": RELEASED}},
         }
         try:
-            self._ddb.transact_write_items(TransactItems=[{"Update": update}, {"Put": put}])
+            self._transact([{"Update": update}, {"Put": put}])
         except self._ddb.exceptions.TransactionCanceledException as exc:
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if reasons and reasons[0] == "ConditionalCheckFailed":
@@ -124,6 +125,19 @@ class DynamoLedger:
                     f"job {name!r} already exists in team {team!r}", {"team": team, "name": name}
                 ) from None
             raise Unavailable(f"ledger write cancelled: {reasons}") from exc
+
+    def _transact(self, items: list[dict[str, Any]], attempts: int = 5) -> None:
+        """TransactWriteItems, retried when DynamoDB cancels it for a conflicting concurrent
+        transaction on the same item (a burst on one team's counter), never on a failed condition."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self._ddb.transact_write_items(TransactItems=items)
+                return
+            except self._ddb.exceptions.TransactionCanceledException as exc:
+                reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+                if "TransactionConflict" not in reasons or attempt == attempts:
+                    raise
+                time.sleep(random.uniform(0, 0.05 * 2**attempt))
 
     def _refuse(self, team: str, charge: Resources, cap: Resources) -> None:
         used = self.usage(team)
@@ -172,8 +186,8 @@ class DynamoLedger:
 
     def abort(self, team: str, name: str, charge: Resources) -> None:
         """Undo a reservation whose Job could not be created: refund and forget, atomically."""
-        self._ddb.transact_write_items(
-            TransactItems=[
+        self._transact(
+            [
                 {"Update": self._refund(team, charge)},
                 {
                     "Delete": {
@@ -196,8 +210,8 @@ class DynamoLedger:
             return False
         charge = _res(record, "charge_")
         try:
-            self._ddb.transact_write_items(
-                TransactItems=[
+            self._transact(
+                [
                     {"Update": self._refund(team, charge)},
                     {
                         "Update": {
