@@ -12,14 +12,14 @@ class Cancelled(Exception):
 
 
 class FakeDynamo:
-    class exceptions:  # noqa: N801 - mirrors boto3's client.exceptions
+    class exceptions:
         TransactionCanceledException = Cancelled
 
     def __init__(self, failures):
         self.failures = list(failures)
         self.calls = 0
 
-    def transact_write_items(self, TransactItems):  # noqa: N803 - boto3's parameter name
+    def transact_write_items(self, TransactItems):
         self.calls += 1
         if self.failures:
             raise self.failures.pop(0)
