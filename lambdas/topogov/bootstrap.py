@@ -12,6 +12,13 @@ from topogov.config import ApiSettings, ReconcileSettings
 from topogov.logic.labeler import Labeler
 
 
+def retrying(session: Any, service: str) -> Any:
+    """A client with botocore's ``standard`` retry mode stated explicitly (3 attempts in all)."""
+    from botocore.config import Config
+
+    return session.client(service, config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
+
+
 def aws_session(region: str | None) -> Any:
     import boto3
 
@@ -33,7 +40,7 @@ def build_labeler(settings: ReconcileSettings, session: Any | None = None) -> La
     ec2 = TopologyClient(
         ec2_client(session, max_attempts=settings.ec2_max_attempts), Pacer(settings.ec2_rate_per_s)
     )
-    store = S3SnapshotStore(session.client("s3"), settings.snapshot_bucket, settings.snapshot_key)
+    store = S3SnapshotStore(retrying(session, "s3"), settings.snapshot_bucket, settings.snapshot_key)
     return Labeler(nodes, ec2, store)
 
 
@@ -47,8 +54,8 @@ def build_governance(settings: ApiSettings | None = None, session: Any | None = 
     settings = settings or ApiSettings.from_env()
     session = session or aws_session(settings.region)
     policy = load_policy_file(settings.policy_file)
-    store = S3SnapshotStore(session.client("s3"), settings.snapshot_bucket, settings.snapshot_key)
-    ledger = DynamoLedger(session.client("dynamodb"), settings.ledger_table, settings.counters_table)
+    store = S3SnapshotStore(retrying(session, "s3"), settings.snapshot_bucket, settings.snapshot_key)
+    ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
     jobs = LazyJobs(lambda: KubeJobs(KubeHttp(kube_api_client(settings, session), max_attempts=3)))
     idempotency = None
     if settings.idempotency_table:
@@ -71,7 +78,7 @@ def build_ledger_sync(settings: ReconcileSettings, session: Any | None = None) -
 
     session = session or aws_session(settings.region)
     policy = load_policy_file(settings.policy_file)
-    ledger = DynamoLedger(session.client("dynamodb"), settings.ledger_table, settings.counters_table)
+    ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
     jobs = KubeJobs(KubeHttp(kube_api_client(settings, session), max_attempts=3))
     return lambda: sync_ledger(policy, ledger, jobs)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -84,7 +85,13 @@ class DynamoLedger:
     def reserve(
         self, team: str, name: str, charge: Resources, cap: Resources, record: Mapping[str, Any]
     ) -> None:
-        """Charge ``charge`` against ``cap`` and write the record, atomically; or raise."""
+        """Charge ``charge`` against ``cap`` and write the record, atomically; or raise.
+
+        Safe to retry: the transaction carries a ClientRequestToken (DynamoDB's idempotency for
+        TransactWriteItems), and a cancellation whose record turns out to be this very submission
+        (a retry of a transaction that was applied, e.g. after a lost response) counts as done.
+        """
+        submission = str(uuid.uuid4())
         for attr in ATTRS:
             if getattr(charge, attr) > getattr(cap, attr):
                 self._refuse(team, charge, cap)
@@ -105,7 +112,14 @@ class DynamoLedger:
         if conditions:
             update["ConditionExpression"] = " AND ".join(conditions)
         item = {k: to_typed(v) for k, v in record.items()}
-        item.update({"team": {"S": team}, "name": {"S": name}, "state": {"S": RESERVING}})
+        item.update(
+            {
+                "team": {"S": team},
+                "name": {"S": name},
+                "state": {"S": RESERVING},
+                "submission": {"S": submission},
+            }
+        )
         item.update({f"charge_{a}": _n(getattr(charge, a)) for a in ATTRS})
         put = {
             "TableName": self.ledger_table,
@@ -115,8 +129,11 @@ class DynamoLedger:
             "ExpressionAttributeValues": {":released": {"S": RELEASED}},
         }
         try:
-            self._transact([{"Update": update}, {"Put": put}])
+            self._transact([{"Update": update}, {"Put": put}], token=submission)
         except self._ddb.exceptions.TransactionCanceledException as exc:
+            mine = self.get_raw(team, name)
+            if mine is not None and mine.get("submission", {}).get("S") == submission:
+                return  # an earlier attempt of this very call was applied
             reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
             if reasons and reasons[0] == "ConditionalCheckFailed":
                 self._refuse(team, charge, cap)
@@ -126,12 +143,15 @@ class DynamoLedger:
                 ) from None
             raise Unavailable(f"ledger write cancelled: {reasons}") from exc
 
-    def _transact(self, items: list[dict[str, Any]], attempts: int = 5) -> None:
+    def _transact(self, items: list[dict[str, Any]], attempts: int = 5, token: str | None = None) -> None:
         """TransactWriteItems, retried when DynamoDB cancels it for a conflicting concurrent
         transaction on the same item (a burst on one team's counter), never on a failed condition."""
         for attempt in range(1, attempts + 1):
             try:
-                self._ddb.transact_write_items(TransactItems=items)
+                if token:
+                    self._ddb.transact_write_items(TransactItems=items, ClientRequestToken=token)
+                else:
+                    self._ddb.transact_write_items(TransactItems=items)
                 return
             except self._ddb.exceptions.TransactionCanceledException as exc:
                 reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]

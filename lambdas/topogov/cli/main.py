@@ -6,9 +6,32 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 LOCAL_DIR = Path(".topogov/local")
+
+EXIT_CODES_HELP = """exit codes:
+  0  done
+  1  refused: the API answered with an error (400 invalid, 403 not your team, 404, 409,
+     422 never admissible / topology infeasible / priority not allowed, 429 in-flight cap)
+  2  usage: bad flags or arguments, no endpoint found, Graphviz missing for --format svg
+  3  unreachable or not authenticated: no connection, no or unknown credentials, a request
+     API Gateway refuses (403: unsigned, bad signature, expired, unknown key), or the service
+     failing (5xx, throttled)"""
+
+ENDPOINT_HELP = """endpoint (first found): --endpoint, $TOPOGOV_ENDPOINT, endpoint = "URL" in
+  ~/.config/topogov/config.toml (or the file $TOPOGOV_CONFIG names; optional region = "..."),
+  "api" of ./.topogov/local/endpoints.json (written by `topogov local`).
+credentials: the AWS chain (--profile or AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, environment
+  variables, SSO, roles); every request is SigV4-signed for execute-api."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors: ``topogov submit: error: ... (see 'topogov submit --help')``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def _local(args: argparse.Namespace) -> int:
@@ -42,9 +65,11 @@ def _bench_api(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="topogov",
         description="Topology-aware task governance for GPU clusters on Amazon EKS.",
+        epilog=f"{EXIT_CODES_HELP}\n\n{ENDPOINT_HELP}\n\n'topogov COMMAND --help' for a command's flags.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -66,17 +91,33 @@ def parser() -> argparse.ArgumentParser:
     )
     local.set_defaults(func=_local)
 
+    from topogov.cli.jobs_cmd import add_api_options, add_parsers
+
+    add_parsers(sub)  # submit, jobs, job, cancel, teams
+
     topo = sub.add_parser(
         "topology",
-        help="print the cluster's network topology (Mermaid or JSON)",
-        description="Read every node once (one paginated list) and print the topology tree from its labels.",
+        help="print the cluster's network topology (Mermaid, JSON or an SVG picture)",
+        description=(
+            "Print the topology tree. With an API endpoint (see 'endpoint' below), from the API "
+            "(GET /v1/topology: the snapshot the API decides on); with --kubeconfig or --context, or "
+            "when no endpoint is found, from the node labels of a cluster (one paginated list). "
+            "--format svg draws it with Graphviz's `dot`, which must be installed."
+        ),
+        epilog=f"{EXIT_CODES_HELP}\n\n{ENDPOINT_HELP}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    topo.add_argument("--format", choices=("mermaid", "json"), default="mermaid")
     topo.add_argument(
-        "--kubeconfig", default=None, help="default: .topogov/local/kubeconfig, else $KUBECONFIG"
+        "--format", choices=("mermaid", "json", "svg"), default=None, help="mermaid (default), json or svg"
     )
-    topo.add_argument("--context", default=None, help="kubeconfig context")
-    topo.set_defaults(func=_topology)
+    topo.add_argument("--out", metavar="FILE", default=None, help="write to FILE instead of stdout")
+    kube = topo.add_argument_group("from a cluster's node labels")
+    kube.add_argument(
+        "--kubeconfig", default=None, help="read nodes (default: .topogov/local/kubeconfig, else $KUBECONFIG)"
+    )
+    kube.add_argument("--context", default=None, help="kubeconfig context")
+    add_api_options(topo)
+    topo.set_defaults(func=_topology, cli_prog="topogov topology")
 
     rec = sub.add_parser(
         "reconcile",
@@ -118,6 +159,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code (see ``EXIT_CODES_HELP``)."""
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))

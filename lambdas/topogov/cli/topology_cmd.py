@@ -1,4 +1,6 @@
-"""``topogov topology``: the cluster's topology tree from node labels, in one paginated list call."""
+"""``topogov topology``: the topology tree, from the API when an endpoint is found (``--endpoint``,
+``TOPOGOV_ENDPOINT``, the config file, ``.topogov/local/endpoints.json``), else from a cluster's node
+labels in one paginated list call (``--kubeconfig``/``--context`` choose this path explicitly)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 import os
 import sys
 
-from topogov.cli.main import EXIT_OK, EXIT_UNREACHABLE, LOCAL_DIR
+from topogov.cli.main import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
 
 
 def resolve_kubeconfig(explicit: str | None) -> str | None:
@@ -41,9 +43,36 @@ def tree_from_cluster(kubeconfig: str | None, context: str | None = None):
 
 
 def run(args: argparse.Namespace) -> int:
+    from topogov.cli.client import CliError, find_endpoint
+    from topogov.cli.jobs_cmd import report, run_topology_api, topology_format
+
+    from_cluster = args.kubeconfig is not None or args.context is not None
+    try:
+        if from_cluster and (args.endpoint or args.region or args.profile):
+            raise CliError(
+                EXIT_USAGE,
+                "--kubeconfig/--context read a cluster, --endpoint/--region/--profile the API: not both",
+            )
+        fmt = topology_format(args)
+        if not from_cluster and find_endpoint(args.endpoint) is not None:
+            return run_topology_api(args)
+    except CliError as exc:
+        report(args, exc)
+        return exc.exit_code
+    return run_cluster(args, fmt)
+
+
+def run_cluster(args: argparse.Namespace, fmt: str) -> int:
+    """The tree from the node labels of a cluster (Mermaid, JSON or SVG)."""
+    from topogov.cli.client import CliError
+    from topogov.cli.graphviz import DOT_MISSING, dot_path, render_svg
+    from topogov.cli.jobs_cmd import report, write_out
     from topogov.domain.tree import to_mermaid
     from topogov.exceptions import KubernetesError
 
+    if fmt == "svg" and dot_path() is None:
+        report(args, CliError(EXIT_USAGE, DOT_MISSING))
+        return EXIT_USAGE
     kubeconfig = resolve_kubeconfig(args.kubeconfig)
     try:
         tree = tree_from_cluster(kubeconfig, args.context)
@@ -56,8 +85,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"topogov topology: {exc}", file=sys.stderr)
             return EXIT_UNREACHABLE
         raise
-    if args.format == "json":
-        print(json.dumps(tree.to_json(), indent=2))
-    else:
-        sys.stdout.write(to_mermaid(tree))
+    try:
+        if fmt == "json":
+            write_out(args, json.dumps(tree.to_json(), indent=2))
+        elif fmt == "svg":
+            write_out(args, render_svg(tree.to_json()))
+        else:
+            write_out(args, to_mermaid(tree))
+    except (CliError, RuntimeError) as exc:
+        report(args, exc if isinstance(exc, CliError) else CliError(EXIT_USAGE, str(exc)))
+        return EXIT_USAGE
     return EXIT_OK

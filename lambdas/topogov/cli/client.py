@@ -1,0 +1,319 @@
+"""The Topogov API as the command line sees it: where it is, who is calling, what an answer means.
+
+**Endpoint**, first found wins: ``--endpoint`` > ``TOPOGOV_ENDPOINT`` > the config file
+(``$TOPOGOV_CONFIG``, else ``~/.config/topogov/config.toml``; TOML with ``endpoint = "..."`` and an
+optional ``region = "..."``) > the ``"api"`` URL of ``.topogov/local/endpoints.json`` in the working
+directory (written by ``topogov local``).
+
+**Region** (the SigV4 scope): ``--region`` > the region in an ``execute-api`` host name > the config
+file's ``region`` > ``AWS_REGION`` > botocore's (``AWS_DEFAULT_REGION``, the profile's) >
+``us-east-1`` (the local stack's).
+
+**Credentials**: botocore's standard chain (``botocore.session.Session``): ``--profile`` or
+``AWS_PROFILE``, ``AWS_SHARED_CREDENTIALS_FILE``/``AWS_CONFIG_FILE``, environment keys, SSO,
+container and instance roles. Every request is signed for ``execute-api`` with
+``topogov.local.sigv4``.
+
+**Answers** become exit codes in one place (``check``): 2xx is 0; the API's own
+``{"error": ...}`` refusals (4xx) are 1; API Gateway's 401/403 (``{"message": ...}``: unsigned,
+bad signature, expired, unknown key) and the API's 401 are 3 "not authenticated"; no connection, a
+5xx or the gateway's throttling are 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from topogov.cli.main import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
+
+DEFAULT_REGION = "us-east-1"
+ENV_ENDPOINT = "TOPOGOV_ENDPOINT"
+ENV_CONFIG = "TOPOGOV_CONFIG"
+_EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"\)\]]+)")
+
+
+class CliError(Exception):
+    """A failure the command reports as one line (plus details) and an exit code."""
+
+    def __init__(
+        self,
+        exit_code: int,
+        message: str,
+        details: dict[str, Any] | None = None,
+        body: Any = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.message = message
+        self.details = details or {}
+        self.body = body  # the API's answer, as JSON, for --output json
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: str  # no trailing slash; routes (/v1/...) are appended
+    source: str  # where it came from, for messages
+    region: str | None = None  # from the config file
+
+
+def default_config_path() -> Path:
+    return Path(os.path.expanduser("~")) / ".config" / "topogov" / "config.toml"
+
+
+def _checked_url(url: str, source: str) -> str:
+    url = url.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise CliError(EXIT_USAGE, f"the endpoint {url!r} ({source}) is not an http(s) URL")
+    return url
+
+
+def _config_file() -> tuple[Path, dict[str, Any]] | None:
+    explicit = os.environ.get(ENV_CONFIG)
+    path = Path(explicit) if explicit else default_config_path()
+    if not path.is_file():
+        if explicit:
+            raise CliError(EXIT_USAGE, f"{ENV_CONFIG}={explicit}: no such file")
+        return None
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise CliError(EXIT_USAGE, f"cannot read the config file {path}: {exc}") from None
+    for key in ("endpoint", "region"):
+        if key in doc and not isinstance(doc[key], str):
+            raise CliError(EXIT_USAGE, f"{path}: {key} must be a string")
+    return path, doc
+
+
+def _local_endpoints() -> str | None:
+    path = LOCAL_DIR / "endpoints.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    api = doc.get("api") if isinstance(doc, dict) else None
+    return api if isinstance(api, str) and api else None
+
+
+def find_endpoint(explicit: str | None = None) -> Endpoint | None:
+    """The API endpoint by the precedence above, or None when nothing names one."""
+    if explicit:
+        return Endpoint(_checked_url(explicit, "--endpoint"), "--endpoint")
+    env = os.environ.get(ENV_ENDPOINT)
+    if env:
+        return Endpoint(_checked_url(env, ENV_ENDPOINT), ENV_ENDPOINT)
+    config = _config_file()
+    if config is not None and config[1].get("endpoint"):
+        path, doc = config
+        return Endpoint(_checked_url(doc["endpoint"], str(path)), str(path), doc.get("region"))
+    local = _local_endpoints()
+    if local:
+        where = str(LOCAL_DIR / "endpoints.json")
+        return Endpoint(_checked_url(local, where), where)
+    return None
+
+
+def resolve_endpoint(explicit: str | None = None) -> Endpoint:
+    endpoint = find_endpoint(explicit)
+    if endpoint is None:
+        raise CliError(
+            EXIT_USAGE,
+            f'no API endpoint: give --endpoint URL, set {ENV_ENDPOINT}, put endpoint = "URL" in '
+            f"{default_config_path()} (or ${ENV_CONFIG}), or run `topogov local` in this directory",
+        )
+    return endpoint
+
+
+def config_region() -> str | None:
+    """The config file's ``region``, whatever named the endpoint (it belongs to the deployment)."""
+    config = _config_file()
+    return config[1].get("region") if config is not None else None
+
+
+def _short_reason(exc: Exception) -> str:
+    import requests
+
+    if isinstance(exc, requests.exceptions.Timeout):
+        return "timed out"
+    found = _ERRNO.findall(str(exc))
+    if found:
+        return found[-1].strip().rstrip(",").lower()
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "TLS error"
+    return type(exc).__name__
+
+
+@dataclass
+class Api:
+    """Signed calls to one endpoint. Credentials are resolved on the first call."""
+
+    endpoint: Endpoint
+    profile: str | None = None
+    region_flag: str | None = None
+    timeout: float = 30.0
+    _session: Any = None
+    _credentials: Any = None
+    _region: str | None = None
+    _http: Any = field(default=None, repr=False)
+
+    def _botocore(self) -> Any:
+        if self._session is None:
+            import botocore.session
+
+            # profile=None: botocore reads AWS_PROFILE itself, like every AWS tool.
+            self._session = botocore.session.Session(profile=self.profile)
+        return self._session
+
+    def credentials(self) -> Any:
+        from botocore.exceptions import BotoCoreError
+
+        if self._credentials is None:
+            try:
+                creds = self._botocore().get_credentials()
+            except BotoCoreError as exc:  # unknown profile, expired SSO token, bad config file, ...
+                raise CliError(EXIT_UNREACHABLE, f"not authenticated: {exc}") from None
+            if creds is None:
+                raise CliError(
+                    EXIT_UNREACHABLE,
+                    "not authenticated: no AWS credentials found (set AWS_PROFILE, e.g. with "
+                    "AWS_SHARED_CREDENTIALS_FILE=.topogov/local/aws-credentials for the local stack, "
+                    "or sign in with `aws sso login`)",
+                )
+            self._credentials = creds
+        return self._credentials
+
+    def region(self) -> str:
+        if self._region is None:
+            self._region = self._pick_region()
+        return self._region
+
+    def _pick_region(self) -> str:
+        from botocore.exceptions import BotoCoreError
+
+        if self.region_flag:
+            return self.region_flag
+        host = _EXECUTE_API_HOST.match(urlsplit(self.endpoint.url).hostname or "")
+        if host:
+            return host.group(1)
+        configured = self.endpoint.region or config_region()
+        if configured:
+            return configured
+        if os.environ.get("AWS_REGION"):
+            return os.environ["AWS_REGION"]
+        try:
+            return self._botocore().get_config_variable("region") or DEFAULT_REGION
+        except BotoCoreError as exc:
+            raise CliError(EXIT_UNREACHABLE, f"not authenticated: {exc}") from None
+
+    def url(self, path: str, query: dict[str, Any] | None = None) -> str:
+        query = {k: v for k, v in (query or {}).items() if v is not None}
+        return self.endpoint.url + path + ("?" + urlencode(query) if query else "")
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        text: bool = False,
+    ) -> Any:
+        """Sign and send one request; return the JSON answer (or the text with ``text=True``).
+        Raises ``CliError`` with the exit code the answer means."""
+        import requests
+        from botocore.exceptions import BotoCoreError
+
+        from topogov.local.sigv4 import signed_request
+
+        if self._http is None:
+            self._http = requests.Session()
+        url = self.url(path, query)
+        try:
+            resp = signed_request(
+                method,
+                url,
+                credentials=self.credentials(),
+                region=self.region(),
+                json_body=body,
+                headers=headers,
+                timeout=self.timeout,
+                session=self._http,
+            )
+        except BotoCoreError as exc:  # refreshing credentials (SSO, assumed role) failed while signing
+            raise CliError(EXIT_UNREACHABLE, f"not authenticated: {exc}") from None
+        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema) as exc:
+            raise CliError(EXIT_USAGE, f"bad endpoint URL {self.endpoint.url!r}: {exc}") from None
+        except requests.exceptions.RequestException as exc:
+            raise CliError(
+                EXIT_UNREACHABLE,
+                f"cannot reach the Topogov API at {self.endpoint.url} ({_short_reason(exc)}; "
+                f"endpoint from {self.endpoint.source})",
+            ) from None
+        return check(resp, text=text)
+
+
+def _json(resp: Any) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+def check(resp: Any, *, text: bool = False) -> Any:
+    """The answer of a 2xx response; otherwise the ``CliError`` it means (see the module doc)."""
+    status = resp.status_code
+    if status < 300:
+        if text:
+            return resp.text
+        body = _json(resp)
+        if body is None:
+            raise CliError(EXIT_UNREACHABLE, f"the API answered {status} with a body that is not JSON")
+        return body
+    body = _json(resp)
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):  # the API's own answer
+        code = str(err.get("code") or "ERROR")
+        message = str(err.get("message") or "")
+        details = err.get("details") if isinstance(err.get("details"), dict) else {}
+        if status == 401:
+            raise CliError(EXIT_UNREACHABLE, f"not authenticated: {message}", details, body, code)
+        if status >= 500:
+            raise CliError(
+                EXIT_UNREACHABLE, f"the API failed ({status} {code}): {message}", details, body, code
+            )
+        raise CliError(EXIT_REFUSED, f"refused ({status} {code}): {message}", details, body, code)
+    # API Gateway's own answer: {"message": ...} and an x-amzn-ErrorType header
+    message = body.get("message") if isinstance(body, dict) else None
+    message = str(message or resp.text.strip()[:200] or resp.reason or "no message")
+    kind = (resp.headers.get("x-amzn-ErrorType") or "").split(":")[0]
+    if status in (401, 403):
+        hint = ""
+        if message == "Missing Authentication Token":
+            hint = " (the request was not signed, or the endpoint URL has no such route)"
+        suffix = f" [{kind}]" if kind else ""
+        raise CliError(EXIT_UNREACHABLE, f"not authenticated: {message}{hint}{suffix}", body=body)
+    if status == 429 or status >= 500:
+        raise CliError(EXIT_UNREACHABLE, f"the API gateway answered {status}: {message}", body=body)
+    raise CliError(EXIT_REFUSED, f"refused ({status}): {message}", body=body)
+
+
+__all__ = [
+    "Api",
+    "CliError",
+    "Endpoint",
+    "check",
+    "config_region",
+    "find_endpoint",
+    "resolve_endpoint",
+]

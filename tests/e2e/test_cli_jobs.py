@@ -1,0 +1,646 @@
+"""The data scientist's command line end to end: ``topogov submit | jobs | job | cancel | teams |
+topology`` run as subprocesses against the local stack's API, signing with the team profiles of its
+``aws-credentials`` through botocore's ordinary credential chain (AWS_PROFILE +
+AWS_SHARED_CREDENTIALS_FILE; no keys in the environment). Nothing is patched."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from topogov.cli.main import main
+from topogov.local import events
+from topogov.local.lambda_context import LocalContext
+from topogov.local.stack import LocalStack, StackOptions
+
+FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
+LAMBDAS = str(Path(__file__).resolve().parents[2] / "lambdas")
+
+AWS_EXAMPLE = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {
+        "name": "test-tas-job",
+        "namespace": "hyperpod-ns-team-a",
+        "labels": {
+            "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
+            "kueue.x-k8s.io/priority-class": "inference-priority",
+        },
+    },
+    "spec": {
+        "parallelism": 10,
+        "completions": 10,
+        "suspend": True,
+        "template": {
+            "metadata": {
+                "labels": {"job-name": "test-tas-job"},
+                "annotations": {
+                    "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
+                },
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "dummy-job",
+                        "image": "public.ecr.aws/docker/library/alpine:latest",
+                        "args": ["sleep", "3600s"],
+                        "resources": {"requests": {"cpu": "1"}},
+                    }
+                ],
+                "restartPolicy": "Never",
+            },
+        },
+    },
+}
+
+NEW_COMMANDS = [["submit"], ["jobs"], ["job"], ["cancel"], ["teams"], ["topology"]]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    root = tmp_path_factory.mktemp("clistack")
+    with LocalStack(
+        StackOptions(
+            directory=root / ".topogov" / "local", fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=0
+        )
+    ) as s:
+        saved = dict(os.environ)
+        os.environ.update(s.env())
+        from topogov.handlers.reconcile import handler
+
+        handler(events.scheduled_event(), LocalContext())  # label the nodes, write the snapshot
+        yield s
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A HOME of its own: no ~/.aws or ~/.config/topogov of the machine's user leaks in."""
+    return tmp_path_factory.mktemp("home")
+
+
+def run(stack, *argv, profile="topogov-team-a", endpoint=True, cwd=None, home=None, **env_extra):
+    """``python -m topogov.cli.main ARGV`` as a data scientist runs it: credentials from a profile of
+    the stack's shared-credentials file, the endpoint from TOPOGOV_ENDPOINT (unless ``endpoint`` is
+    False), and no AWS keys or Topogov settings inherited from the test process."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "TOPOGOV_", "POWERTOOLS_", "KUBECONFIG"))
+    }
+    env.update(
+        {
+            "PYTHONPATH": LAMBDAS,
+            "AWS_SHARED_CREDENTIALS_FILE": str(stack.credentials) if stack else "/nonexistent",
+            "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata probe when a test has no keys
+        }
+    )
+    if profile:
+        env["AWS_PROFILE"] = profile
+    if home is not None:
+        env["HOME"] = str(home)
+    if endpoint and stack is not None:
+        env["TOPOGOV_ENDPOINT"] = stack.api.url
+    env.update({k: str(v) for k, v in env_extra.items()})
+    return subprocess.run(
+        [sys.executable, "-m", "topogov.cli.main", *map(str, argv)],
+        cwd=cwd or (home if home is not None else None),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def ok(out):
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def job_args(name, *extra):
+    return ["--job-name", name, "--image", "pytorch:2.5", "--accelerators", "8", "--efa", "32", *extra]
+
+
+def in_flight_gpu(stack, home, team="team-a", profile="topogov-team-a"):
+    view = json.loads(ok(run(stack, "teams", "--team", team, "--output", "json", profile=profile, home=home)))
+    return view["in_flight"]["nvidia.com/gpu"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- help ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cmd", [[], *NEW_COMMANDS], ids=lambda c: " ".join(c) or "topogov")
+def test_every_command_has_help_with_the_exit_codes(cmd, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*cmd, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: topogov")
+    assert "exit codes:" in out and "3  unreachable or not authenticated" in out
+
+
+def test_help_runs_as_a_subprocess_too(home):
+    out = run(None, "submit", "--help", endpoint=False, home=home)
+    assert ok(out).startswith("usage: topogov submit")
+    assert "--required-topology LEVEL" in out.stdout and "--idempotency-key KEY" in out.stdout
+
+
+# -- submit -------------------------------------------------------------------------------------------
+def test_submit_a_high_level_job_that_fits_prints_the_decision(stack, home):
+    # When team-a submits 4 pods of 8 GPUs, required in one layer-3 domain
+    out = run(
+        stack,
+        "submit",
+        *job_args("cli-fits", "--replica-count", "4", "--required-topology", "layer-3"),
+        home=home,
+    )
+    # Then it is created and the decision is printed readably
+    text = ok(out)
+    assert text.startswith("submitted cli-fits for team team-a")
+    assert re.search(r"^team\s+team-a$", text, re.M)
+    assert re.search(r"^queue\s+hyperpod-ns-team-a/hyperpod-ns-team-a-localqueue$", text, re.M)
+    assert re.search(r"^priority\s+experimentation-priority \(100\)$", text, re.M)
+    assert re.search(r"^pods\s+4$", text, re.M)
+    assert re.search(r"^topology\s+required layer-3$", text, re.M)
+    assert re.search(r"^why\s+required at layer-3: nn-\w+ can hold all 4 pods", text, re.M)
+    assert re.search(r"^domain now\s+nn-\w+$", text, re.M)
+    assert re.search(r"^nvidia.com/gpu\s+32\s+256\s+64\s+\d+ -> \d+\s+640$", text, re.M)
+    job = stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/cli-fits").body
+    assert job["spec"]["parallelism"] == 4 and job["spec"]["suspend"] is True
+
+
+def test_flags_become_the_api_request_with_numbers_as_numbers(stack, home):
+    out = run(
+        stack,
+        "submit",
+        "--job-name",
+        "cli-flags",
+        "--image",
+        "pytorch:2.5",
+        "--command",
+        '["torchrun", "train.py"]',
+        "--args=--epochs 10 --lr 3e-4",
+        "--environment",
+        "NCCL_DEBUG=INFO",
+        "--environment",
+        '{"A": "b=c"}',
+        "--instance-type",
+        "p5.48xlarge",
+        "--node-count",
+        "2",
+        "--tasks-per-node",
+        "8",
+        "--accelerators",
+        "8",
+        "--vcpu",
+        "16",
+        "--memory",
+        "64.5",
+        "--efa",
+        "4",
+        "--priority",
+        "training-priority",
+        "--max-retry",
+        "3",
+        "--required-topology",
+        "layer-2",
+        "--fallback-after",
+        "15m",
+        "--dry-run",
+        "--output",
+        "json",
+        home=home,
+    )
+    answer = json.loads(ok(out))
+    d, manifest = answer["decision"], answer["job"]
+    assert d["priority_class"] == "training-priority" and d["pods"] == 2
+    assert d["topology"]["mode"] == "required" and d["topology"]["fallback_after_s"] == 900
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["torchrun", "train.py"]
+    assert container["args"] == ["--epochs", "10", "--lr", "3e-4"]
+    assert {"name": "NCCL_DEBUG", "value": "INFO"} in container["env"]
+    assert {"name": "A", "value": "b=c"} in container["env"]
+    assert manifest["spec"]["backoffLimit"] == 3
+
+
+def test_output_json_is_the_api_answer(stack, home):
+    out = run(
+        stack,
+        "submit",
+        *job_args("cli-json", "--replica-count", "2"),
+        "--dry-run",
+        "--output",
+        "json",
+        home=home,
+    )
+    answer = json.loads(ok(out))
+    assert answer["dry_run"] is True and answer["created"] is False
+    assert answer["decision"]["team"] == "team-a" and answer["job"]["metadata"]["name"] == "cli-json"
+
+
+def test_a_dry_run_explains_and_creates_nothing(stack, home):
+    before = in_flight_gpu(stack, home)
+    out = run(stack, "submit", *job_args("cli-dry", "--replica-count", "4"), "--dry-run", home=home)
+    text = ok(out)
+    assert text.startswith(
+        "dry run: cli-dry would be accepted for team team-a; nothing was created or charged"
+    )
+    assert re.search(rf"^nvidia.com/gpu\s+32\s+256\s+64\s+{before} -> {before + 32}\s+640$", text, re.M)
+    assert (
+        stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/cli-dry").status == 404
+    )
+    assert in_flight_gpu(stack, home) == before
+    missing = run(stack, "job", "cli-dry", "--team", "team-a", home=home)
+    assert missing.returncode == 1 and "404 NOT_FOUND" in missing.stderr
+
+
+def test_topology_auto_picks_the_tightest_level_and_says_why(stack, home):
+    out = run(
+        stack,
+        "submit",
+        *job_args("cli-auto", "--replica-count", "4"),
+        "--topology",
+        "auto",
+        "--dry-run",
+        home=home,
+    )
+    text = ok(out)
+    assert re.search(r"^topology\s+preferred layer-3$", text, re.M)
+    assert re.search(r"^why\s+auto: layer-3 is the tightest level", text, re.M)
+
+
+def test_a_manifest_file_is_submitted_as_written(stack, home, tmp_path):
+    # Given AWS's own topology-aware example Job as YAML
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(AWS_EXAMPLE), encoding="utf-8")
+    # When it is submitted with -f
+    text = ok(run(stack, "submit", "-f", path, home=home))
+    # Then the decision keeps its priority and topology, and the Job is created as written
+    assert text.startswith("submitted test-tas-job for team team-a")
+    assert re.search(r"^priority\s+inference-priority \(1000\)$", text, re.M)
+    assert re.search(r"^topology\s+required layer-3$", text, re.M)
+    assert re.search(r"^pods\s+10$", text, re.M)
+    created = (
+        stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/test-tas-job").body
+    )
+    assert created["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "public.ecr.aws/docker/library/alpine:latest"
+    )
+
+
+def test_a_manifest_with_a_topology_flag(stack, home, tmp_path):
+    manifest = copy.deepcopy(AWS_EXAMPLE)
+    manifest["metadata"]["name"] = "tas-auto"
+    del manifest["spec"]["template"]["metadata"]["annotations"]
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+    answer = json.loads(
+        ok(run(stack, "submit", "-f", path, "--topology", "auto", "--dry-run", "--output", "json", home=home))
+    )
+    assert answer["decision"]["topology"]["mode"] in ("preferred", "none")
+    assert "auto:" in answer["decision"]["topology"]["reason"]
+
+
+def test_a_required_topology_that_can_never_fit_says_which_level_would(stack, home):
+    out = run(
+        stack,
+        "submit",
+        *job_args("cli-never", "--replica-count", "8", "--required-topology", "layer-3"),
+        home=home,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    first, *details = out.stderr.splitlines()
+    assert first.startswith("topogov submit: refused (422 TOPOLOGY_INFEASIBLE): no layer-3 domain")
+    assert first.endswith("layer-2 would")
+    assert "  largest domain holds: 4" in details
+    assert "  tightest level that holds: layer-2" in details
+    assert "  try: --required-topology layer-2, or --topology auto" in details
+    assert out.stdout == ""
+
+
+def test_a_priority_the_team_may_not_use_is_refused(stack, home):
+    out = run(
+        stack,
+        "submit",
+        *job_args("cli-prio"),
+        "--priority",
+        "inference-priority",
+        profile="topogov-team-b",
+        home=home,
+    )
+    assert out.returncode == 1
+    assert (
+        "refused (422 PRIORITY_NOT_ALLOWED): priority class 'inference-priority' is not allowed" in out.stderr
+    )
+    assert "  allowed: training-priority, experimentation-priority" in out.stderr.splitlines()
+
+
+def test_the_in_flight_cap_refuses_with_used_asked_cap(stack, home):
+    # Given team-c (cap 256 GPUs in flight), submitting 64-GPU jobs until refused
+    codes, refused = [], None
+    for i in range(8):
+        out = run(
+            stack,
+            "submit",
+            "--job-name",
+            f"cli-cap-{i}",
+            "--image",
+            "x",
+            "--accelerators",
+            "8",
+            "--replica-count",
+            "8",
+            profile="topogov-team-c",
+            home=home,
+        )
+        codes.append(out.returncode)
+        if out.returncode != 0:
+            refused = out
+            break
+    # Then a few were accepted, and the refusal says used, asked and cap
+    assert refused is not None and codes[:-1] and set(codes[:-1]) == {0}, codes
+    assert refused.returncode == 1
+    lines = refused.stderr.splitlines()
+    assert lines[0].startswith("topogov submit: refused (429 IN_FLIGHT_LIMIT): team 'team-c' has ")
+    assert "would pass its cap of 256" in lines[0]
+    assert re.search(r"^\s+RESOURCE\s+USED\s+ASKED\s+CAP$", refused.stderr, re.M)
+    row = re.search(r"^\s+nvidia.com/gpu\s+(\d+)\s+64\s+256$", refused.stderr, re.M)
+    assert row and int(row.group(1)) + 64 > 256
+    assert in_flight_gpu(stack, home, "team-c", "topogov-team-c") <= 256
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "submit",
+            "--job-name",
+            "x",
+            "--image",
+            "y",
+            "--accelerators",
+            "1",
+            "--node-count",
+            "1",
+            "--replica-count",
+            "2",
+        ],
+        ["submit", "--image", "y", "--accelerators", "1"],
+        ["submit", "--job-name", "x", "--image", "y", "--accelerators", "eight"],
+        ["submit", "--job-name", "x", "--image", "y", "--accelerators", "1", "--fallback-after", "15m"],
+        ["submit", "--job-name", "x", "--image", "y", "--required-topology", "layer-3", "--topology", "auto"],
+        ["submit", "-f", "job.yaml", "--image", "y"],
+        ["submit", "--job-name", "x", "--image", "y", "--environment", "NOEQUALS"],
+        ["jobs", "--output", "yaml"],
+        ["job"],
+        ["topology", "--kubeconfig", "k", "--endpoint", "http://127.0.0.1:1"],
+        ["frobnicate"],
+    ],
+    ids=[
+        "count-and-replicas",
+        "no-job-name",
+        "not-a-number",
+        "fallback-alone",
+        "two-topologies",
+        "file-and-flags",
+        "env-not-key-value",
+        "bad-output",
+        "job-without-name",
+        "kubeconfig-and-endpoint",
+        "unknown-command",
+    ],
+)
+def test_bad_flags_are_usage_errors_in_one_line(stack, home, argv):
+    out = run(stack, *argv, home=home)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("topogov") and ": error: " in out.stderr
+
+
+def test_no_endpoint_anywhere_is_a_usage_error(stack, home):
+    out = run(stack, "jobs", endpoint=False, home=home)
+    assert out.returncode == 2 and "no API endpoint" in out.stderr and "TOPOGOV_ENDPOINT" in out.stderr
+
+
+# -- reaching the API ------------------------------------------------------------------------------------
+def test_an_unreachable_endpoint_exits_3(stack, home):
+    dead = f"http://127.0.0.1:{free_port()}"
+    out = run(stack, "jobs", "--endpoint", dead, home=home)
+    assert out.returncode == 3
+    assert out.stderr.strip() == (
+        f"topogov jobs: cannot reach the Topogov API at {dead} (connection refused; endpoint from --endpoint)"
+    )
+
+
+def test_an_unknown_profile_exits_3(stack, home):
+    out = run(stack, "teams", profile="topogov-nobody", home=home)
+    assert out.returncode == 3
+    assert out.stderr.startswith("topogov teams: not authenticated:") and "topogov-nobody" in out.stderr
+
+
+def test_keys_the_gateway_does_not_know_exit_3(stack, home, tmp_path):
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        "[stranger]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+    )
+    out = run(stack, "jobs", profile="stranger", home=home, AWS_SHARED_CREDENTIALS_FILE=creds)
+    assert out.returncode == 3
+    assert out.stderr.startswith(
+        "topogov jobs: not authenticated: The security token included in the request"
+    )
+
+
+def test_no_credentials_at_all_exit_3(stack, home):
+    out = run(
+        stack,
+        "jobs",
+        profile=None,
+        home=home,
+        AWS_SHARED_CREDENTIALS_FILE=home / "none",
+        AWS_CONFIG_FILE=home / "none",
+    )
+    assert out.returncode == 3 and "no AWS credentials found" in out.stderr
+
+
+def test_the_flag_beats_the_environment(stack, home):
+    dead = f"http://127.0.0.1:{free_port()}"
+    out = run(stack, "teams", "--endpoint", stack.api.url, home=home, TOPOGOV_ENDPOINT=dead)
+    assert "team-a" in ok(out)
+
+
+def test_the_endpoint_from_endpoints_json_after_topogov_local(stack, home):
+    # Given the directory `topogov local` ran in (it holds .topogov/local/endpoints.json)
+    workdir = stack.dir.parent.parent
+    assert json.loads((workdir / ".topogov/local/endpoints.json").read_text())["api"] == stack.api.url
+    # When a data scientist runs the CLI there with the README's environment and no endpoint
+    out = run(
+        stack,
+        "teams",
+        endpoint=False,
+        cwd=workdir,
+        home=home,
+        AWS_SHARED_CREDENTIALS_FILE=".topogov/local/aws-credentials",
+    )
+    # Then it found the API
+    assert re.search(r"^team-a\s+\(namespace hyperpod-ns-team-a", ok(out), re.M)
+
+
+def test_the_endpoint_and_region_from_a_config_file(stack, home, tmp_path):
+    good = tmp_path / "config.toml"
+    good.write_text(f'endpoint = "{stack.api.url}/"\nregion = "us-east-1"\n', encoding="utf-8")
+    assert "team-a" in ok(run(stack, "teams", endpoint=False, home=home, TOPOGOV_CONFIG=good))
+    # the region is the config file's: signed for another region, the gateway refuses the scope
+    other = tmp_path / "other.toml"
+    other.write_text(f'endpoint = "{stack.api.url}"\nregion = "eu-west-1"\n', encoding="utf-8")
+    out = run(stack, "teams", endpoint=False, home=home, TOPOGOV_CONFIG=other)
+    assert out.returncode == 3 and "not authenticated" in out.stderr
+    # and ~/.config/topogov/config.toml is the default file
+    (home / ".config" / "topogov").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "topogov" / "config.toml").write_text(good.read_text(), encoding="utf-8")
+    try:
+        assert "team-a" in ok(run(stack, "teams", endpoint=False, home=home))
+    finally:
+        (home / ".config" / "topogov" / "config.toml").unlink()
+
+
+# -- jobs, job, cancel, teams ------------------------------------------------------------------------------
+def test_list_show_and_cancel_a_job(stack, home):
+    # Given a submitted job
+    ok(
+        run(
+            stack,
+            "submit",
+            *job_args("cli-flow", "--replica-count", "1", "--preferred-topology", "layer-3"),
+            home=home,
+        )
+    )
+    used = in_flight_gpu(stack, home)
+    # Then `jobs` lists it in a table
+    table = ok(run(stack, "jobs", home=home))
+    assert re.match(r"NAME\s+TEAM\s+STATE\s+PRIORITY\s+TOPOLOGY\s+SUBMITTED\n", table)
+    assert re.search(
+        r"^cli-flow\s+team-a\s+submitted\s+experimentation-priority\s+preferred layer-3\s+\d{4}-", table, re.M
+    )
+    assert any(
+        j["name"] == "cli-flow"
+        for j in json.loads(ok(run(stack, "jobs", "--output", "json", home=home)))["jobs"]
+    )
+    # and `job` shows it pending, why, and the placement decision (the team is the caller's only one)
+    shown = ok(run(stack, "job", "cli-flow", home=home))
+    assert re.search(r"^status\s+Pending$", shown, re.M)
+    assert re.search(r"^why pending\s+waiting for Kueue to create a Workload for the Job$", shown, re.M)
+    assert re.search(r"^charge\s+in-flight charge held", shown, re.M)
+    assert re.search(r"^topology\s+preferred layer-3$", shown, re.M)
+    assert "events" in shown and "submitted" in shown
+    # When it is cancelled
+    out = run(stack, "cancel", "cli-flow", home=home)
+    assert ok(out).strip() == "cancelled cli-flow (team team-a): Job deleted; in-flight charge released"
+    # Then its charge is released, once, and `job` says so
+    assert in_flight_gpu(stack, home) == used - 8
+    shown = ok(run(stack, "job", "cli-flow", home=home))
+    assert re.search(r"^status\s+Cancelled$", shown, re.M)
+    assert re.search(r"^charge\s+in-flight charge released \(ledger state released\)$", shown, re.M)
+    again = ok(run(stack, "cancel", "cli-flow", home=home))
+    assert "already been released" in again
+    assert in_flight_gpu(stack, home) == used - 8
+
+
+def test_another_teams_job_is_refused_and_an_admin_names_the_team(stack, home):
+    ok(run(stack, "submit", *job_args("cli-owned", "--replica-count", "1"), home=home))
+    out = run(stack, "job", "cli-owned", "--team", "team-a", profile="topogov-team-b", home=home)
+    assert out.returncode == 1 and "refused (403 FORBIDDEN)" in out.stderr
+    # an admin sees every team: the job is found among them
+    view = json.loads(
+        ok(run(stack, "job", "cli-owned", "--output", "json", profile="topogov-admin", home=home))
+    )
+    assert view["team"] == "team-a" and view["status"] == "Pending"
+
+
+def test_teams_shows_bars(stack, home):
+    text = ok(run(stack, "teams", home=home))
+    assert text.startswith("bar = quota + borrow limit:  # admitted by Kueue")
+    assert re.search(
+        r"^team-a\s+\(namespace hyperpod-ns-team-a, queue hyperpod-ns-team-a-localqueue\)$", text, re.M
+    )
+    gpu = re.search(
+        r"^  nvidia.com/gpu\s+\[([#\-.:>]{30})\] "
+        r"in flight (\d+) / quota 256 \(\+64 borrow\), admitted \d+ · cap 640$",
+        text,
+        re.M,
+    )
+    assert gpu, text
+    bar, in_flight = gpu.groups()
+    assert ("-" in bar) == (int(in_flight) > 0) and bar.endswith(":")
+    assert re.search(
+        r"^  memory\s+\[[#\-.:>]{30}\] in flight [\d.]+\w* / quota 60Ti \(\+15Ti borrow\)", text, re.M
+    )
+    views = json.loads(ok(run(stack, "teams", "--output", "json", home=home)))["teams"]
+    assert [v["team"] for v in views] == ["team-a"]
+
+
+def test_an_idempotency_key_retry_returns_the_same_job_and_charges_once(stack, home):
+    used = in_flight_gpu(stack, home)
+    argv = [
+        "submit",
+        *job_args("cli-idem", "--replica-count", "1"),
+        "--idempotency-key",
+        "cli-k-1",
+        "--output",
+        "json",
+    ]
+    first, retry = ok(run(stack, *argv, home=home)), ok(run(stack, *argv, home=home))
+    assert json.loads(first) == json.loads(retry)
+    assert json.loads(first)["job"]["metadata"]["name"] == "cli-idem"
+    assert in_flight_gpu(stack, home) == used + 8
+    plain = run(stack, *argv[:-2], home=home)  # the same name without the key: a new submission
+    assert plain.returncode == 1 and "409 CONFLICT" in plain.stderr
+
+
+# -- topology -----------------------------------------------------------------------------------------
+def test_topology_from_the_api_as_mermaid_and_json(stack, home):
+    mermaid = ok(run(stack, "topology", home=home))
+    assert mermaid.startswith("flowchart TD\n") and "Layer 4:" in mermaid
+    doc = json.loads(ok(run(stack, "topology", "--format", "json", home=home)))
+    assert doc["depth"] == 4 and "generated_at" in doc  # the API's snapshot, not the node labels
+    assert json.loads(ok(run(stack, "topology", "--output", "json", home=home)))["depth"] == 4
+
+
+def test_topology_svg_with_or_without_graphviz(stack, home, tmp_path):
+    target = tmp_path / "topology.svg"
+    out = run(stack, "topology", "--format", "svg", "--out", target, home=home)
+    if shutil.which("dot"):
+        ok(out)
+        svg = target.read_text(encoding="utf-8")
+        assert "<svg" in svg and "Layer 1: nn-" in svg
+    else:
+        assert out.returncode == 2 and "Graphviz" in out.stderr and not target.exists()
+    # without `dot` on PATH, always: one clear line, exit 2, and no API call needed
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    out = run(stack, "topology", "--format", "svg", home=home, PATH=empty)
+    assert out.returncode == 2 and out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "--format svg needs Graphviz's `dot`, which is not on PATH" in out.stderr
+
+
+def test_topology_from_node_labels_with_a_kubeconfig(stack, home):
+    out = run(stack, "topology", "--kubeconfig", stack.kubeconfig, "--format", "json", home=home)
+    doc = json.loads(ok(out))
+    assert doc["depth"] == 4 and "generated_at" not in doc
