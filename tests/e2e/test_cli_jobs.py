@@ -609,7 +609,7 @@ def test_an_idempotency_key_retry_returns_the_same_job_and_charges_once(stack, h
     assert json.loads(first) == json.loads(retry)
     assert json.loads(first)["job"]["metadata"]["name"] == "cli-idem"
     assert in_flight_gpu(stack, home) == used + 8
-    plain = run(stack, *argv[:-2], home=home)  # the same name without the key: a new submission
+    plain = run(stack, *argv[:-4], home=home)  # the same name without the key: a new submission
     assert plain.returncode == 1 and "409 CONFLICT" in plain.stderr
 
 
@@ -628,7 +628,7 @@ def test_topology_svg_with_or_without_graphviz(stack, home, tmp_path):
     if shutil.which("dot"):
         ok(out)
         svg = target.read_text(encoding="utf-8")
-        assert "<svg" in svg and "Layer 1: nn-" in svg
+        assert "<svg" in svg and "Layer 1: nn&#45;" in svg  # Graphviz escapes the hyphen
     else:
         assert out.returncode == 2 and "Graphviz" in out.stderr and not target.exists()
     # without `dot` on PATH, always: one clear line, exit 2, and no API call needed
@@ -644,3 +644,24 @@ def test_topology_from_node_labels_with_a_kubeconfig(stack, home):
     out = run(stack, "topology", "--kubeconfig", stack.kubeconfig, "--format", "json", home=home)
     doc = json.loads(ok(out))
     assert doc["depth"] == 4 and "generated_at" not in doc
+
+
+# -- the pieces the output is made of (no stack) ---------------------------------------------------
+def test_bars_follow_the_legend():
+    from topogov.cli.jobs_cmd import bar
+
+    assert bar(20, 10, 0, 0) == "[" + "." * 20 + ":" * 10 + "]"
+    assert bar(20, 10, 10, 5) == "[" + "#" * 5 + "-" * 5 + "." * 10 + ":" * 10 + "]"
+    assert bar(20, 10, 25, 25) == "[" + "#" * 25 + ":" * 5 + "]"  # borrowing
+    assert bar(20, 10, 60, 0) == "[" + "-" * 29 + ">]"  # in flight beyond quota + borrow
+    assert bar(256, 64, 1, 0)[1] == "-"  # a little is still visible
+    assert bar(0, 0, 0, 0, width=4) == "[    ]"
+
+
+def test_command_and_args_take_a_json_list_or_shell_words():
+    from topogov.cli.jobs_cmd import env_pairs, words
+
+    assert words('["python", "train.py"]') == ["python", "train.py"]
+    assert words("[python, train.py]") == ["python", "train.py"]
+    assert words("python 'my script.py' --epochs 10") == ["python", "my script.py", "--epochs", "10"]
+    assert env_pairs("A=b=c") == {"A": "b=c"} and env_pairs('{"X": "1"}') == {"X": "1"}

@@ -295,12 +295,14 @@ def check(resp: Any, *, text: bool = False) -> Any:
         raise CliError(EXIT_REFUSED, f"refused ({status} {code}): {message}", details, body, code)
     # API Gateway's own answer: {"message": ...} and an x-amzn-ErrorType header
     message = body.get("message") if isinstance(body, dict) else None
-    message = str(message or resp.text.strip()[:200] or resp.reason or "no message")
+    message = str(message or resp.text.strip()[:200] or resp.reason or "no message").strip()
     kind = (resp.headers.get("x-amzn-ErrorType") or "").split(":")[0]
     if status in (401, 403):
         hint = ""
         if message == "Missing Authentication Token":
             hint = " (the request was not signed, or the endpoint URL has no such route)"
+        elif "scoped to a valid region" in message:
+            hint = ' (give --region, or region = "..." in the config file)'
         suffix = f" [{kind}]" if kind else ""
         raise CliError(EXIT_UNREACHABLE, f"not authenticated: {message}{hint}{suffix}", body=body)
     if status == 429 or status >= 500:

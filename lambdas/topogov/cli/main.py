@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +18,8 @@ EXIT_CODES_HELP = """exit codes:
      422 never admissible / topology infeasible / priority not allowed, 429 in-flight cap)
   2  usage: bad flags or arguments, no endpoint found, Graphviz missing for --format svg
   3  unreachable or not authenticated: no connection, no or unknown credentials, a request
-     API Gateway refuses (403: unsigned, bad signature, expired, unknown key), or the service
-     failing (5xx, throttled)"""
+     API Gateway refuses (403: unsigned, bad signature, expired, unknown key), the API's 401,
+     or the service failing (5xx, throttled)"""
 
 ENDPOINT_HELP = """endpoint (first found): --endpoint, $TOPOGOV_ENDPOINT, endpoint = "URL" in
   ~/.config/topogov/config.toml (or the file $TOPOGOV_CONFIG names; optional region = "..."),
@@ -165,6 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`topogov jobs | head`): the command's work is done; stop quietly,
+        # with stdout on /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -511,6 +511,10 @@ class LocalApiGateway:
         account_id: str = LOCAL_ACCOUNT,
     ) -> None:
         self.handler = handler
+        # One Lambda execution environment serves one request at a time, and the handler module's
+        # state (Powertools' resolver keeps the current event on the app object) relies on it: the
+        # gateway authenticates concurrently but invokes the handler one request at a time.
+        self.environment_lock = threading.Lock()
         self.callers: dict[str, Caller] = dict(callers)
         self.host = host
         self.port = port
@@ -830,9 +834,9 @@ class _Handler(BaseHTTPRequestHandler):
             trace_id=trace_id,
         )
         try:
-            status, headers, payload = _proxy_response(
-                _marshal(gateway.handler(event, gateway.context_factory()))
-            )
+            with gateway.environment_lock:
+                result = gateway.handler(event, gateway.context_factory())
+            status, headers, payload = _proxy_response(_marshal(result))
         except Exception:
             print(
                 f"topogov local API gateway: {method} {raw_path} (request {request_id}) failed:",

@@ -89,7 +89,7 @@ class LocalStack:
                 "topogov.local.kube_api",
                 "--host", "127.0.0.1",
                 "--port", str(kube_port),
-                "--token", self.kube_token,
+                f"--token={self.kube_token}",  # "=": a token may start with "-"
                 "--kubeconfig", str(self.kubeconfig),
             ),
             log_path=self.dir / "kubernetes.log",
