@@ -45,7 +45,7 @@ def test_round_trip_keeps_the_cache_and_capacity(store):
     back = store.load()
     assert back.instances == snap.instances and back.instances["i-1"].fetched_at == 5.0
     assert back.absent == {"i-2": 6.0} and back.nodes == snap.nodes
-    assert store.load_raw()["tree"]["domains"][0]["allocatable"]["gpu"] == 8
+    assert store.load().to_json()["tree"]["domains"][0]["allocatable"]["gpu"] == 8
 
 
 def test_a_corrupt_snapshot_is_a_clear_error(store):

@@ -60,8 +60,3 @@ class S3SnapshotStore:
             self._cached = None
             raise SnapshotError(f"write s3://{self.bucket}/{self.key}: {exc}") from exc
         self._cached = (resp["ETag"], snapshot)
-
-    def load_raw(self) -> dict[str, Any] | None:
-        """The snapshot document as stored (for the CLI and the API)."""
-        snap = self.load()
-        return None if snap is None else snap.to_json()

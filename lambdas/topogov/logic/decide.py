@@ -20,7 +20,6 @@ from topogov.api.models import (
 )
 from topogov.domain.jobs import (
     PRIORITY_LABEL,
-    QUEUE_LABEL,
     JobShape,
     ManifestProblem,
     Placement,
@@ -302,6 +301,3 @@ def topology_decision(spec: TopologySpec, shape: JobShape, index: CapacityIndex)
         + ("" if domain_now else " once running work finishes"),
         fallback_after_s=parse_duration(spec.fallbackAfter) if spec.fallbackAfter else None,
     )
-
-
-__all__ = ["QUEUE_LABEL", "Admission", "decide", "resolve_team", "topology_decision"]

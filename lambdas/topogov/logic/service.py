@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from topogov.api.models import Decision, JobRequest, ManifestRequest, SubmitResponse
+from topogov.api.models import JobRequest, ManifestRequest, SubmitResponse
 from topogov.domain.placement import CapacityIndex
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
@@ -261,6 +261,3 @@ class Governance:
             "priority_classes": list(t.priority_class_names),
             "default_priority_class": t.default_priority_class,
         }
-
-
-__all__ = ["Decision", "Governance"]
