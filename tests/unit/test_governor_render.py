@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -52,7 +53,19 @@ from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import NodeCapacity
 
 REPO = Path(__file__).resolve().parents[2]
-CRDS = REPO.parent / "shared" / "kueue-crds"
+
+
+def _crds() -> Path:
+    """``../shared/kueue-crds`` beside the checkout (as CI lays it out), or ``$TOPOGOV_SHARED_DIR``."""
+    candidates = [Path(os.environ["TOPOGOV_SHARED_DIR"])] if os.environ.get("TOPOGOV_SHARED_DIR") else []
+    candidates += [REPO.parent / "shared", Path("/work/shared")]
+    for shared in candidates:
+        if (shared / "kueue-crds").is_dir():
+            return shared / "kueue-crds"
+    return candidates[0] / "kueue-crds"
+
+
+CRDS = _crds()
 VERSIONS = ("v1beta1", "v1beta2")
 GI = 2**30
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
