@@ -72,26 +72,10 @@ class TopogovStack(Stack):
         self.storage = Storage(self, "Storage")
         layer = dependencies_layer(self)
         code = function_code(config.policy_path)
-        self.reconciler = Reconciler(
-            self,
-            "Reconciler",
-            config=config,
-            storage=self.storage,
-            code=code,
-            layer=layer,
-            log_retention=retention,
-            vpc_config=vpc_config,
-        )
-        self.api = Api(
-            self,
-            "Api",
-            config=config,
-            storage=self.storage,
-            code=code,
-            layer=layer,
-            log_retention=retention,
-            vpc_config=vpc_config,
-        )
+        common = {"config": config, "storage": self.storage, "code": code, "layer": layer,
+                  "log_retention": retention, "vpc_config": vpc_config}  # fmt: skip
+        self.reconciler = Reconciler(self, "Reconciler", **common)
+        self.api = Api(self, "Api", **common)
         self.cluster_access = ClusterAccess(
             self,
             "ClusterAccess",

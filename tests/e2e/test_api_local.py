@@ -11,49 +11,13 @@ import subprocess
 
 import pytest
 
+from tests.e2e.aws_example import AWS_EXAMPLE
 from topogov.local import events
 from topogov.local.lambda_context import LocalContext
 from topogov.local.sigv4 import credentials_for_profile, signed_request
 from topogov.local.stack import LocalStack, StackOptions
 
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
-
-AWS_EXAMPLE = {
-    "apiVersion": "batch/v1",
-    "kind": "Job",
-    "metadata": {
-        "name": "test-tas-job",
-        "namespace": "hyperpod-ns-team-a",
-        "labels": {
-            "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
-            "kueue.x-k8s.io/priority-class": "inference-priority",
-        },
-    },
-    "spec": {
-        "parallelism": 10,
-        "completions": 10,
-        "suspend": True,
-        "template": {
-            "metadata": {
-                "labels": {"job-name": "test-tas-job"},
-                "annotations": {
-                    "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
-                },
-            },
-            "spec": {
-                "containers": [
-                    {
-                        "name": "dummy-job",
-                        "image": "public.ecr.aws/docker/library/alpine:latest",
-                        "args": ["sleep", "3600s"],
-                        "resources": {"requests": {"cpu": "1"}},
-                    }
-                ],
-                "restartPolicy": "Never",
-            },
-        },
-    },
-}
 
 
 OTHER_QUEUE = {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-b-localqueue"}

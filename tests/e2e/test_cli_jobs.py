@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.e2e.aws_example import AWS_EXAMPLE
 from topogov.cli.main import main
 from topogov.local import events
 from topogov.local.lambda_context import LocalContext
@@ -26,42 +27,6 @@ from topogov.local.stack import LocalStack, StackOptions
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 LAMBDAS = str(Path(__file__).resolve().parents[2] / "lambdas")
 
-AWS_EXAMPLE = {
-    "apiVersion": "batch/v1",
-    "kind": "Job",
-    "metadata": {
-        "name": "test-tas-job",
-        "namespace": "hyperpod-ns-team-a",
-        "labels": {
-            "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
-            "kueue.x-k8s.io/priority-class": "inference-priority",
-        },
-    },
-    "spec": {
-        "parallelism": 10,
-        "completions": 10,
-        "suspend": True,
-        "template": {
-            "metadata": {
-                "labels": {"job-name": "test-tas-job"},
-                "annotations": {
-                    "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
-                },
-            },
-            "spec": {
-                "containers": [
-                    {
-                        "name": "dummy-job",
-                        "image": "public.ecr.aws/docker/library/alpine:latest",
-                        "args": ["sleep", "3600s"],
-                        "resources": {"requests": {"cpu": "1"}},
-                    }
-                ],
-                "restartPolicy": "Never",
-            },
-        },
-    },
-}
 
 NEW_COMMANDS = [["submit"], ["jobs"], ["job"], ["cancel"], ["teams"], ["topology"]]
 
