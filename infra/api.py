@@ -3,7 +3,7 @@ and tracing, in front of the api function (Lambda proxy integration)."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -59,17 +59,7 @@ class Api(Construct):
             vpc_config=vpc_config,
         )
         role = self.fn.role
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="DescribeTheCluster",
-                actions=["eks:DescribeCluster"],
-                resources=[
-                    Stack.of(self).format_arn(
-                        service="eks", resource="cluster", resource_name=config.cluster_name
-                    )
-                ],
-            )
-        )
+        self.fn.allow_describe_cluster(config.cluster_name)
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="ReadTopologySnapshot",

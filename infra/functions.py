@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import AssetHashType, BundlingOptions, DockerImage, Duration, ILocalBundling, RemovalPolicy
+from aws_cdk import (
+    AssetHashType,
+    BundlingOptions,
+    DockerImage,
+    Duration,
+    ILocalBundling,
+    RemovalPolicy,
+    Stack,
+)
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -185,4 +193,16 @@ class TopogovFunction(Construct):
             },
             **(vpc_config or {}),
             **function_kwargs,
+        )
+
+    def allow_describe_cluster(self, cluster_name: str) -> None:
+        """``eks:DescribeCluster`` on this cluster only: endpoint and CA for the Kubernetes client."""
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DescribeTheCluster",
+                actions=["eks:DescribeCluster"],
+                resources=[
+                    Stack.of(self).format_arn(service="eks", resource="cluster", resource_name=cluster_name)
+                ],
+            )
         )

@@ -3,7 +3,7 @@ pass), reserved concurrency 1 (passes never overlap), a dead-letter queue for fa
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -64,7 +64,6 @@ class Reconciler(Construct):
             retry_attempts=2,
             max_event_age=Duration.hours(1),
         )
-        stack = Stack.of(self)
         self.fn.role.add_to_policy(
             iam.PolicyStatement(
                 sid="DescribeInstanceTopology",
@@ -72,15 +71,7 @@ class Reconciler(Construct):
                 resources=["*"],  # the action supports no resource-level permissions
             )
         )
-        self.fn.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="DescribeTheCluster",
-                actions=["eks:DescribeCluster"],
-                resources=[
-                    stack.format_arn(service="eks", resource="cluster", resource_name=config.cluster_name)
-                ],
-            )
-        )
+        self.fn.allow_describe_cluster(config.cluster_name)
         self.fn.role.add_to_policy(
             iam.PolicyStatement(
                 sid="TopologySnapshot",
