@@ -34,9 +34,10 @@ def kube_api_client(settings: ReconcileSettings | ApiSettings, session: Any) -> 
     return eks_api_client(endpoint, tokens)
 
 
-def build_labeler(settings: ReconcileSettings, session: Any | None = None) -> Labeler:
+def build_labeler(settings: ReconcileSettings, session: Any | None = None, api_client: Any = None) -> Labeler:
     session = session or aws_session(settings.region)
-    nodes = KubeNodes(KubeHttp(kube_api_client(settings, session)), page_size=settings.page_size)
+    api_client = api_client or kube_api_client(settings, session)
+    nodes = KubeNodes(KubeHttp(api_client), page_size=settings.page_size)
     ec2 = TopologyClient(
         ec2_client(session, max_attempts=settings.ec2_max_attempts), Pacer(settings.ec2_rate_per_s)
     )
@@ -67,7 +68,9 @@ def build_governance(settings: ApiSettings | None = None, session: Any | None = 
     return Governance(policy=policy, snapshots=store, ledger=ledger, jobs=jobs, idempotency_store=idempotency)
 
 
-def build_ledger_sync(settings: ReconcileSettings, session: Any | None = None) -> Any | None:
+def build_ledger_sync(
+    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None
+) -> Any | None:
     """The reconcile pass's second step, when the ledger is configured: a callable -> SyncSummary."""
     if not (settings.policy_file and settings.ledger_table and settings.counters_table):
         return None
@@ -79,8 +82,47 @@ def build_ledger_sync(settings: ReconcileSettings, session: Any | None = None) -
     session = session or aws_session(settings.region)
     policy = load_policy_file(settings.policy_file)
     ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
-    jobs = KubeJobs(KubeHttp(kube_api_client(settings, session), max_attempts=3))
+    jobs = KubeJobs(KubeHttp(api_client or kube_api_client(settings, session), max_attempts=3))
     return lambda: sync_ledger(policy, ledger, jobs)
+
+
+def build_governor(
+    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None
+) -> Any | None:
+    """The reconcile pass's Kueue step: a callable(snapshot) -> GovernorSummary; None when off."""
+    if not (settings.governor and settings.policy_file):
+        return None
+    from topogov.adapters.kube_objects import KubeObjects
+    from topogov.domain.policy import load_policy_file
+    from topogov.logic.governor import Governor
+    from topogov.observability import logger
+
+    policy = load_policy_file(settings.policy_file)
+    http = KubeHttp(
+        api_client or kube_api_client(settings, session or aws_session(settings.region)), max_attempts=3
+    )
+    governor = Governor(
+        KubeObjects(http),
+        api_version=settings.kueue_api_version,
+        cohort=settings.cohort,
+        log=lambda message, extra: (
+            logger.warning(message, extra=extra)
+            if message.startswith(("corrected", "stopped", "object not owned", "governor write failed"))
+            else logger.info(message, extra=extra)
+        ),
+    )
+    return lambda snapshot: governor.run(policy, snapshot, http.counters)
+
+
+def build_reconcile(settings: ReconcileSettings, session: Any | None = None) -> tuple[Labeler, Any, Any]:
+    """Everything one reconcile pass runs, sharing one AWS session and one Kubernetes client."""
+    session = session or aws_session(settings.region)
+    api_client = kube_api_client(settings, session)
+    return (
+        build_labeler(settings, session, api_client),
+        build_ledger_sync(settings, session, api_client),
+        build_governor(settings, session, api_client),
+    )
 
 
 class LazyJobs:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -88,6 +89,12 @@ class ReconcileSettings(BaseModel):
     policy_file: str | None = None
     ledger_table: str | None = None
     counters_table: str | None = None
+    # The governor (Kueue objects from the policy) runs on full passes when the policy is set.
+    governor: bool = Field(True, description="keep the Kueue objects in step with the policy")
+    kueue_api_version: Literal["v1beta1", "v1beta2"] = Field(
+        "v1beta1", description="the Kueue API version the governor writes"
+    )
+    cohort: str = Field("topogov", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
     @model_validator(mode="after")
     def _one_cluster(self) -> ReconcileSettings:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
+from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 from topogov.domain.quantity import Resources, pod_requests
 from topogov.exceptions import Conflict, Unavailable, ValidationFailed
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
+JSON_PATCH = "application/json-patch+json"
 
 
 class KubeJobs:
@@ -47,6 +49,42 @@ class KubeJobs:
         if resp.status not in (200, 202):
             raise Unavailable(f"deleting the Job failed: HTTP {resp.status}")
         return True
+
+    def relax_topology(self, namespace: str, name: str, level: str) -> str:
+        """Switch a suspended Job's pod-template annotation from required to preferred ``level``.
+
+        One JSON patch whose ``test`` operations make it atomic: it applies only while the Job is
+        still suspended and still requires ``level`` (Kubernetes allows a suspended Job's template
+        annotations to change; Kueue then rebuilds the Job's Workload). Returns ``switched``, or
+        ``already`` (it prefers ``level`` already), ``running`` (no longer suspended), ``gone``, or
+        ``changed`` (its annotations are something else now).
+        """
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+        ann = "/spec/template/metadata/annotations/"
+        required = ann + REQUIRED_ANNOTATION.replace("/", "~1")
+        preferred = ann + PREFERRED_ANNOTATION.replace("/", "~1")
+        patch = [
+            {"op": "test", "path": "/spec/suspend", "value": True},
+            {"op": "test", "path": required, "value": level},
+            {"op": "remove", "path": required},
+            {"op": "add", "path": preferred, "value": level},
+        ]
+        resp = self.http.request("PATCH", path, body=patch, content_type=JSON_PATCH)
+        if 200 <= resp.status < 300:
+            return "switched"
+        if resp.status == 404:
+            return "gone"
+        if resp.status != 422:
+            raise Unavailable(f"patching the Job failed: HTTP {resp.status}")
+        job = self.get(namespace, name)
+        if job is None:
+            return "gone"
+        annotations = ((job["spec"]["template"].get("metadata") or {}).get("annotations")) or {}
+        if annotations.get(PREFERRED_ANNOTATION) == level and REQUIRED_ANNOTATION not in annotations:
+            return "already"
+        if not job["spec"].get("suspend", False):
+            return "running"
+        return "changed"
 
     def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []

@@ -254,6 +254,32 @@ class DynamoLedger:
             return False  # someone else released (or changed) it first: never twice
         return True
 
+    def record_fallback(self, team: str, name: str, fallback: Mapping[str, Any]) -> bool:
+        """Record a topology fallback once: ``fallback`` on the record and an event appended.
+        False when the record is not an active submission or already has a fallback."""
+        event = {
+            "at": fallback["at"],
+            "what": "topology-fallback",
+            **{k: v for k, v in fallback.items() if k != "at"},
+        }
+        try:
+            self._ddb.update_item(
+                TableName=self.ledger_table,
+                Key={"team": {"S": team}, "name": {"S": name}},
+                UpdateExpression="SET fallback = :f, events = list_append(if_not_exists(events, :none), :ev)",
+                ConditionExpression="#s = :sub AND attribute_not_exists(fallback)",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={
+                    ":f": to_typed(dict(fallback)),
+                    ":ev": to_typed([event]),
+                    ":none": {"L": []},
+                    ":sub": {"S": SUBMITTED},
+                },
+            )
+        except self._ddb.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     # -- records --------------------------------------------------------------------------------
     def get_raw(self, team: str, name: str) -> dict[str, Any] | None:
         item = self._ddb.get_item(

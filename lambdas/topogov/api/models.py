@@ -163,6 +163,17 @@ class Decision(BaseModel):
     quota: list[QuotaArithmetic]
 
 
+class TopologyFallback(BaseModel):
+    at: str = Field(description="when the pass switched the annotation (UTC)")
+    deadline: str = Field(description="submission time + fallbackAfter")
+    level: str
+    reason: str
+    from_: Literal["required"] = Field("required", alias="from")
+    to: Literal["preferred"] = "preferred"
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+
 class JobView(BaseModel):
     team: str
     name: str
@@ -172,6 +183,9 @@ class JobView(BaseModel):
     submitted_by: str
     submitted_at: str
     decision: Decision
+    fallback: TopologyFallback | None = Field(
+        None, description="set when a required topology was relaxed to preferred after fallbackAfter"
+    )
     events: list[dict[str, Any]] = Field(default_factory=list)
 
 

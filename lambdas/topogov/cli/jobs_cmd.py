@@ -572,7 +572,13 @@ def job_text(view: Mapping[str, Any]) -> str:
             (
                 "fallback",
                 f"relaxed to preferred {level_name(topo.get('level'))} if not admitted in {duration(after)}"
-                if after
+                if after and not view.get("fallback")
+                else None,
+            ),
+            (
+                "fallback",
+                f"relaxed to preferred at {view['fallback']['at']}: {view['fallback']['reason']}"
+                if view.get("fallback")
                 else None,
             ),
         ]

@@ -136,6 +136,10 @@ def parser() -> argparse.ArgumentParser:
 
     add_policy_parser(sub)
 
+    from topogov.cli.governor_cmd import add_parser as add_governor_parser
+
+    add_governor_parser(sub)
+
     bench = sub.add_parser("bench", help="benchmarks", description="Benchmarks against the local stack.")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     brec = bsub.add_parser(

@@ -181,6 +181,11 @@ def cluster_queue_name(team: Team) -> str:
     return f"{team.namespace}{CLUSTER_QUEUE_SUFFIX}"
 
 
+def fleet_depth(snapshot: Any) -> int:
+    """Network-node layers of the fleet: the most EC2 reported for any instance (at least 3)."""
+    return max([3, *(len(t.network_nodes) for t in snapshot.instances.values())])
+
+
 def topology_levels(depth: int) -> list[str]:
     """Node labels of the Topology levels: layer 1 … ``depth`` (top first), then the hostname."""
     if not 1 <= depth <= MAX_DEPTH:
@@ -241,6 +246,7 @@ def _cluster_queue(
     spec: dict[str, Any] = {("cohort" if api_version == "v1beta1" else "cohortName"): cohort}
     spec["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}
     spec["resourceGroups"] = [{"coveredResources": list(GOVERNED), "flavors": flavor_items}]
+    spec["stopPolicy"] = "None"  # written out, so a queue stopped by hand is set going again
     spec["preemption"] = {
         "reclaimWithinCohort": "Any",
         "withinClusterQueue": team.preempt_team_tasks,
@@ -338,6 +344,7 @@ __all__ = [
     "cluster_queue_name",
     "flavor_amounts",
     "flavors_from_snapshot",
+    "fleet_depth",
     "render",
     "split",
     "split_resources",

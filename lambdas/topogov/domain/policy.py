@@ -462,10 +462,11 @@ class Policy(_Model):
             for r in GOVERNED:
                 total, have = amount_of(nominal, r), amount_of(cluster_capacity, r)
                 if total > have:
-                    out.append(
-                        f"nominal {r} quotas add up to {format_quantity(r, total)}, "
-                        f"the cluster has {format_quantity(r, have)}"
-                    )
+                    if r == CPU:  # both in cores: "10304 vs 3446.1", not "10304 vs 3446100m"
+                        said = f"{total / 1000:g} cores, the cluster has {have / 1000:g}"
+                    else:
+                        said = f"{format_quantity(r, total)}, the cluster has {format_quantity(r, have)}"
+                    out.append(f"nominal {r} quotas add up to {said}")
         lenders = {name for name, team in self.teams.items() if team.lends}
         for name, team in self.teams.items():
             borrow = team.borrow_resources

@@ -1,6 +1,8 @@
 """Reconcile Lambda: a full pass on the schedule, a targeted pass when an instance starts running.
 
-Thin: parse the event, run one labeler pass, publish its summary as logs and metrics.
+Thin: parse the event, run one labeler pass; on a full pass also the governor (Kueue objects from
+the policy) and the ledger sync (releases, time-bounded fallbacks); publish summaries as logs and
+metrics.
 """
 
 from __future__ import annotations
@@ -15,17 +17,17 @@ from topogov.logic.labeler import Labeler, PassOptions, PassSummary
 from topogov.models.events import Ec2StateChangeEvent, parse_reconcile_event
 from topogov.observability import logger, metrics, traced
 
-_built: tuple[ReconcileSettings, Labeler, Any] | None = None
+_built: tuple[ReconcileSettings, Labeler, Any, Any] | None = None
 
 
-def built(cfg: ReconcileSettings) -> tuple[ReconcileSettings, Labeler, Any]:
+def built(cfg: ReconcileSettings) -> tuple[ReconcileSettings, Labeler, Any, Any]:
     """Built on first use and reused while the container stays warm (EKS endpoint, token, pools);
     rebuilt only if the configuration changed (never in Lambda; the local stack and tests)."""
     global _built
     if _built is None or _built[0] != cfg:
-        from topogov.bootstrap import build_labeler, build_ledger_sync
+        from topogov.bootstrap import build_reconcile
 
-        _built = (cfg, build_labeler(cfg), build_ledger_sync(cfg))
+        _built = (cfg, *build_reconcile(cfg))
     return _built
 
 
@@ -84,16 +86,35 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.clear_metrics()
         metrics.add_metric(name="IgnoredEvents", unit=MetricUnit.Count, value=1)
         return {"ignored": True}
-    _, lab, sync = built(cfg)
+    _, lab, sync, governor = built(cfg)
     summary = lab.run(options)
     publish(summary)
     result = summary.to_json()
-    if sync is not None and options.targeted_instance_ids is None:
+    full = options.targeted_instance_ids is None
+    if governor is not None and full:
+        from topogov.logic.governor import Action  # loaded with the governor, not at cold start
+
+        gov = governor(lab.last_snapshot)
+        plan = gov.plan
+        for name, value in (
+            ("KueueCreated", plan.count(Action.CREATE)),
+            ("KueueUpdated", plan.count(Action.UPDATE)),
+            ("KueueDeleted", plan.count(Action.DELETE)),
+            ("KueueHeld", plan.count(Action.HOLD) + plan.count(Action.KEEP)),
+            ("KueueUnowned", plan.count(Action.UNOWNED)),
+            ("KueueFailed", len(gov.failures)),
+        ):
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if plan.warnings:
+            logger.warning("policy warnings", extra={"warnings": plan.warnings})
+        result["governor"] = gov.to_json()
+    if sync is not None and full:
         ledger = sync()
         released = ledger.released_finished + ledger.released_vanished + ledger.released_abandoned
         for name, value in (
             ("ChargesReleased", released),
             ("UnmanagedJobs", len(ledger.unmanaged_jobs)),
+            ("TopologyFallbacks", len(ledger.fallbacks)),
         ):
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
         for team, gpus in ledger.in_flight_gpu.items():  # the dashboard's per-team in-flight graph

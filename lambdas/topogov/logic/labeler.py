@@ -151,6 +151,7 @@ class Labeler:
         self._store = store
         self._clock = clock
         self._wall = wall
+        self.last_snapshot: Snapshot | None = None  # after a pass: what it learned (the governor's input)
 
     def run(self, options: PassOptions) -> PassSummary:
         started = self._clock()
@@ -268,6 +269,7 @@ class Labeler:
                 summary.snapshot_error = str(exc)
                 summary.complete = False
 
+        self.last_snapshot = snapshot
         summary.skipped = dict(sorted(skips.items()))
         summary.k8s_reads = self._nodes.counters.reads - reads0
         summary.k8s_writes = self._nodes.counters.writes - writes0

@@ -5,6 +5,12 @@ vanished (deleted outside the API), its charge is released, exactly once (the le
 conditional). A record still ``reserving`` long after its submission (the API died between the
 charge and the create) is released when no Job of that name exists. Jobs found in team
 namespaces that the API did not create are reported, never adopted.
+
+Time-bounded fallback: a Job submitted ``required`` with ``fallbackAfter`` that is still pending
+(suspended, its Workload not admitted) once that long has passed since its submission has its
+pod-template annotation switched to ``preferred`` at the same level (one atomic JSON patch, valid
+only while the Job is suspended), and the ledger records when and why. The switch happens at the
+first pass after the deadline: within the schedule's period (5 minutes) of it.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from topogov.adapters.kube_jobs import job_status
+from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 
 STALE_RESERVATION_S = 300
 
@@ -23,10 +30,13 @@ class LedgerPort(Protocol):
     def list(self, team: str) -> list[dict[str, Any]]: ...
     def usage(self, team: str) -> Any: ...
     def release(self, team: str, name: str, reason: str) -> bool: ...
+    def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
 
 
 class JobLister(Protocol):
     def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
+    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
+    def relax_topology(self, namespace: str, name: str, level: str) -> str: ...
 
 
 @dataclass
@@ -36,6 +46,7 @@ class SyncSummary:
     released_vanished: int = 0
     released_abandoned: int = 0
     unmanaged_jobs: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)  # team/name of the jobs relaxed this pass
     in_flight_gpu: dict[str, int] = field(default_factory=dict)  # per team, after the sync
 
     def to_json(self) -> dict[str, Any]:
@@ -50,6 +61,58 @@ def _age_s(stamp: str | None, now: dt.datetime) -> float:
     except ValueError:
         return float("inf")
     return (now - then).total_seconds()
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fall_back(
+    team: str,
+    record: dict[str, Any],
+    job: dict[str, Any],
+    ledger: LedgerPort,
+    jobs: JobLister,
+    now: dt.datetime,
+) -> bool:
+    """Relax a ``required`` job past its ``fallbackAfter`` deadline and still pending; True if done."""
+    topo = (record.get("decision") or {}).get("topology") or {}
+    after = topo.get("fallback_after_s")
+    if topo.get("mode") != "required" or not after or record.get("fallback"):
+        return False
+    waited = _age_s(record.get("submitted_at"), now)
+    if waited == float("inf") or waited < after:
+        return False
+    annotations = ((job.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations") or {}
+    level = annotations.get(REQUIRED_ANNOTATION)
+    if level is None:
+        level = annotations.get(PREFERRED_ANNOTATION)
+        if level is None:
+            return False  # neither: changed by someone else, nothing to relax
+        why = None
+        outcome = "already"  # switched by an earlier pass that could not record it
+    else:
+        workload = jobs.workload_for(record["namespace"], (job.get("metadata") or {}).get("uid", ""))
+        status, why = job_status(job, workload)
+        if status != "Pending":
+            return False
+        outcome = jobs.relax_topology(record["namespace"], record["name"], level)
+    if outcome not in ("switched", "already"):
+        return False
+    deadline = now - dt.timedelta(seconds=waited - after)
+    fallback = {
+        "at": _stamp(now),
+        "from": "required",
+        "to": "preferred",
+        "level": level,
+        "deadline": _stamp(deadline),
+        "reason": (
+            f"not admitted {int(after)}s after submission (deadline {_stamp(deadline)}): the Job was still "
+            f"suspended, so its pods now prefer {level} instead of requiring it"
+            + (f" (Kueue: {why})" if why else "")
+        ),
+    }
+    return ledger.record_fallback(team, record["name"], fallback)
 
 
 def sync_ledger(
@@ -74,7 +137,10 @@ def sync_ledger(
                     summary.released_abandoned += ledger.release(team_name, record["name"], "abandoned")
                 continue
             status, _ = job_status(job, None)
-            if status == "Vanished":
+            if status == "Pending" and job is not None:
+                if fall_back(team_name, record, job, ledger, jobs, now()):
+                    summary.fallbacks.append(f"{team_name}/{record['name']}")
+            elif status == "Vanished":
                 summary.released_vanished += ledger.release(team_name, record["name"], "vanished")
             elif status in ("Succeeded", "Failed"):
                 summary.released_finished += ledger.release(team_name, record["name"], status.lower())

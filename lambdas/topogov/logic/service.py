@@ -211,6 +211,7 @@ class Governance:
             "submitted_by": record.get("submitted_by"),
             "submitted_at": record.get("submitted_at"),
             "decision": record.get("decision"),
+            "fallback": record.get("fallback"),
             "events": record.get("events", []),
         }
 
@@ -229,6 +230,7 @@ class Governance:
                         "submitted_at": r.get("submitted_at"),
                         "priority_class": (r.get("decision") or {}).get("priority_class"),
                         "topology": (r.get("decision") or {}).get("topology"),
+                        "fallback_at": (r.get("fallback") or {}).get("at"),
                     }
                 )
         return out

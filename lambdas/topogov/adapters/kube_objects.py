@@ -1,0 +1,141 @@
+"""The governor's Kubernetes adapter: the objects it renders (Namespaces and Kueue objects), by kind.
+
+Writes are plain REST: ``POST`` to create, ``PUT`` with the object's ``resourceVersion`` to correct
+drift (optimistic concurrency: a 409 means someone wrote in between, and the caller re-reads and
+tries again), JSON merge patch for the stop policy of a removed team's ClusterQueue, ``DELETE`` for
+what the policy no longer has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from topogov.adapters.kube import MERGE_PATCH, KubeHttp, Response
+from topogov.exceptions import KubernetesError
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+PLURALS = {
+    "Namespace": "namespaces",
+    "Topology": "topologies",
+    "ResourceFlavor": "resourceflavors",
+    "Cohort": "cohorts",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+}
+NAMESPACED = frozenset({"LocalQueue"})
+
+
+def object_path(api_version: str, kind: str, name: str | None = None, namespace: str | None = None) -> str:
+    """REST path of a kind's collection (``name`` None) or one object; ``namespace`` None for a
+    namespaced kind = the collection across all namespaces."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    ns = f"/namespaces/{namespace}" if kind in NAMESPACED and namespace else ""
+    path = f"{base}{ns}/{PLURALS[kind]}"
+    return f"{path}/{name}" if name else path
+
+
+def ref(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """(kind, name, namespace) of an object."""
+    meta = obj["metadata"]
+    return obj["kind"], meta["name"], meta.get("namespace")
+
+
+def _fail(resp: Response, what: str) -> KubernetesError:
+    message = resp.body.get("message", "") if isinstance(resp.body, Mapping) else str(resp.body)
+    return KubernetesError(resp.status, what, str(message)[:500])
+
+
+class KubeObjects:
+    """get / list / create / replace / patch / delete of the governor's kinds."""
+
+    def __init__(self, http: KubeHttp) -> None:
+        self.http = http
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        resp = self.http.request("GET", object_path(api_version, kind, name, namespace))
+        if resp.status == 404:
+            return None
+        if resp.status != 200:
+            raise _fail(resp, f"get {kind} {name}")
+        return resp.body
+
+    def list(self, api_version: str, kind: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every object of ``kind`` (all namespaces), optionally by label selector; paginated."""
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            query: dict[str, Any] = {"limit": 500, "labelSelector": label_selector}
+            if token:
+                query["continue"] = token
+            resp = self.http.request("GET", object_path(api_version, kind), query=query)
+            if resp.status == 404:  # the CRD is not installed (or this version is not served)
+                raise _fail(resp, f"list {kind} ({api_version}): is Kueue installed and serving it?")
+            if resp.status != 200:
+                raise _fail(resp, f"list {kind}")
+            items.extend(resp.body.get("items") or [])
+            token = (resp.body.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        kind, name, ns = ref(obj)
+        resp = self.http.request(
+            "POST", object_path(obj["apiVersion"], kind, None, ns), body=obj, retry=False
+        )
+        if resp.status not in (200, 201):
+            raise _fail(resp, f"create {kind} {name}")
+        return resp.body
+
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """PUT ``obj`` (carrying the resourceVersion it was read at). None on 409: re-read and retry."""
+        kind, name, ns = ref(obj)
+        resp = self.http.request("PUT", object_path(obj["apiVersion"], kind, name, ns), body=obj, retry=False)
+        if resp.status == 409:
+            return None
+        if resp.status != 200:
+            raise _fail(resp, f"update {kind} {name}")
+        return resp.body
+
+    def merge_patch(
+        self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        resp = self.http.request(
+            "PATCH",
+            object_path(api_version, kind, name, namespace),
+            body=dict(patch),
+            content_type=MERGE_PATCH,
+        )
+        if resp.status != 200:
+            raise _fail(resp, f"patch {kind} {name}")
+        return resp.body
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        resp = self.http.request(
+            "DELETE",
+            object_path(api_version, kind, name, namespace),
+            query={"propagationPolicy": "Background"},
+        )
+        if resp.status == 404:
+            return False
+        if resp.status not in (200, 202):
+            raise _fail(resp, f"delete {kind} {name}")
+        return True
+
+    def unfinished_jobs(self, namespace: str) -> list[str] | None:
+        """Names of the Jobs in ``namespace`` that have not finished; None when they cannot be read
+        (no permission any more: the caller must assume there are some)."""
+        resp = self.http.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs", query={"limit": 500})
+        if resp.status == 404:
+            return []
+        if resp.status != 200:
+            return None
+        out = []
+        for job in resp.body.get("items") or []:
+            conds = (job.get("status") or {}).get("conditions") or []
+            if not any(c.get("status") == "True" and c.get("type") in ("Complete", "Failed") for c in conds):
+                out.append(job["metadata"]["name"])
+        return sorted(out)

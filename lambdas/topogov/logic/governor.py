@@ -1,0 +1,556 @@
+"""The governor: keep the cluster's Kueue objects equal to what the team policy renders.
+
+One pass = :meth:`Governor.plan` (reads only) then :meth:`Governor.apply` (writes only what the plan
+says). ``topogov governor plan`` prints the plan and stops there.
+
+Ownership
+    An object is Topogov's when it carries ``app.kubernetes.io/managed-by: topogov``. Topogov
+    creates what is missing, corrects drift on what it owns, deletes what it owns and the policy no
+    longer has, and never writes an object it does not own: a same-named object without the label
+    is reported (``unowned``) and left alone. Namespaces are created when missing and never changed
+    or deleted: they hold the teams' data.
+
+Drift
+    Everything Topogov renders is compared with the live object: its labels must be present with
+    the rendered values, every rendered field must be there with the rendered value (quantities
+    compared as quantities: ``60Ti`` = ``61440Gi``), lists must have the rendered items in order,
+    and inside ``resourceGroups`` (the quotas) nothing else may be present — a hand-added
+    ``lendingLimit`` is drift. Fields Topogov does not render (Kueue's defaults such as
+    ``queueingStrategy``) are not compared. A drifted object is replaced (``PUT`` at the
+    resourceVersion it was read: its whole spec is Topogov's, other labels and annotations are
+    kept; the API server applies Kueue's defaults again), and the correction is logged with the
+    differences.
+
+A team removed from the policy
+    Its ClusterQueue is deleted only when nothing is left in it: Kueue's status counts
+    (``pendingWorkloads``, ``reservingWorkloads``, ``admittedWorkloads``) are zero and no unfinished
+    Job is in the team's namespace (when the Jobs cannot be read, Topogov assumes some are there).
+    Otherwise its ``stopPolicy`` is set to ``HoldAndDrain`` (Kueue admits nothing more and evicts
+    what it admitted) and the queue, its LocalQueue and the flavors, topology and cohort it refers
+    to are kept until a later pass finds it empty.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import InvalidOperation
+from typing import Any, Protocol
+
+from topogov.domain.kueue import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    NAMESPACE_NAME_LABEL,
+    TEAM_LABEL,
+    ApiVersion,
+    FlavorInput,
+    flavors_from_snapshot,
+    fleet_depth,
+    render,
+)
+from topogov.domain.quantity import Resources, parse_quantity
+from topogov.exceptions import KubernetesError
+
+OWNED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+# Creation order: what an object refers to exists before it. Deletion runs the other way.
+KINDS = (
+    "Namespace",
+    "Topology",
+    "ResourceFlavor",
+    "Cohort",
+    "WorkloadPriorityClass",
+    "ClusterQueue",
+    "LocalQueue",
+)
+KUEUE_KINDS = KINDS[1:]
+QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit"})
+EXACT_UNDER = "resourceGroups"  # inside it, fields Topogov does not render count as drift
+WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
+DRAIN = "HoldAndDrain"
+
+
+class ObjectsPort(Protocol):
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None: ...
+    def list(self, api_version: str, kind: str, label_selector: str | None = None) -> list[dict]: ...
+    def create(self, obj: Mapping[str, Any]) -> dict: ...
+    def replace(self, obj: Mapping[str, Any]) -> dict | None: ...
+    def merge_patch(
+        self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
+    ) -> dict: ...
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool: ...
+    def unfinished_jobs(self, namespace: str) -> list[str] | None: ...
+
+
+class Action(enum.StrEnum):
+    CREATE = "create"
+    UPDATE = "update"  # drift corrected
+    DELETE = "delete"
+    HOLD = "hold"  # a removed team's queue still has work: stopPolicy HoldAndDrain
+    KEEP = "keep"  # not in the policy any more, kept while a held queue drains
+    UNOWNED = "unowned"  # same name, not Topogov's: left alone, reported
+
+
+SYMBOL = {
+    Action.CREATE: "+",
+    Action.UPDATE: "~",
+    Action.DELETE: "-",
+    Action.HOLD: "!",
+    Action.KEEP: "=",
+    Action.UNOWNED: "?",
+}
+
+
+@dataclass
+class Change:
+    action: Action
+    kind: str
+    name: str
+    namespace: str | None
+    api_version: str
+    diff: list[str] = field(default_factory=list)
+    reason: str = ""
+    desired: dict[str, Any] | None = field(default=None, repr=False)
+    current: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def object(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": str(self.action), "kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.diff:
+            out["diff"] = list(self.diff)
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass
+class Plan:
+    api_version: str
+    depth: int = 0
+    flavors: list[str] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    unchanged: int = 0
+    warnings: list[str] = field(default_factory=list)
+    skipped: str | None = None  # why nothing was rendered (nothing is changed or deleted then)
+
+    def count(self, action: Action) -> int:
+        return sum(1 for c in self.changes if c.action == action)
+
+    @property
+    def writes(self) -> list[Change]:
+        return [
+            c for c in self.changes if c.action in (Action.CREATE, Action.UPDATE, Action.DELETE, Action.HOLD)
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "api_version": self.api_version,
+            "depth": self.depth,
+            "flavors": list(self.flavors),
+            "changes": [c.to_json() for c in self.changes],
+            "counts": {str(a): self.count(a) for a in Action} | {"unchanged": self.unchanged},
+            "warnings": list(self.warnings),
+            "skipped": self.skipped,
+        }
+
+
+@dataclass
+class GovernorSummary:
+    plan: Plan
+    applied: int = 0
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    k8s_reads: int = 0
+    k8s_writes: int = 0
+    duration_s: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return not self.failures
+
+    def to_json(self) -> dict[str, Any]:
+        return self.plan.to_json() | {
+            "applied": self.applied,
+            "failures": list(self.failures),
+            "complete": self.complete,
+            "k8s_reads": self.k8s_reads,
+            "k8s_writes": self.k8s_writes,
+            "duration_s": self.duration_s,
+        }
+
+
+# --- drift (pure) ------------------------------------------------------------------------------------
+
+
+def owned(obj: Mapping[str, Any] | None) -> bool:
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _same_quantity(a: Any, b: Any) -> bool:
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except (InvalidOperation, ValueError, TypeError):
+        return False
+
+
+def _compare(want: Any, have: Any, path: str, out: list[str], exact: bool) -> None:
+    if isinstance(want, Mapping):
+        if not isinstance(have, Mapping):
+            out.append(f"{path}: {_show(have)} -> {_show(want)}")
+            return
+        for key, value in want.items():
+            sub = f"{path}.{key}" if path else key
+            _compare(value, have.get(key), sub, out, exact or key == EXACT_UNDER)
+        if exact:
+            for key in sorted(set(have) - set(want)):
+                out.append(f"{path}.{key}: {_show(have[key])} -> (absent)")
+        return
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(have) != len(want):
+            out.append(f"{path}: {_show(have)} -> {_show(want)}")
+            return
+        for i, (w, h) in enumerate(zip(want, have, strict=True)):
+            label = w["name"] if isinstance(w, Mapping) and isinstance(w.get("name"), str) else i
+            _compare(w, h, f"{path}[{label}]", out, exact)
+        return
+    if want == have and type(want) is type(have):
+        return
+    if path.rsplit(".", 1)[-1] in QUANTITY_FIELDS and _same_quantity(want, have):
+        return
+    out.append(f"{path}: {_show(have)} -> {_show(want)}")
+
+
+def drift(desired: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """How ``current`` differs from ``desired`` in what Topogov renders, one line per field."""
+    out: list[str] = []
+    have_labels = (current.get("metadata") or {}).get("labels") or {}
+    for key, value in (desired["metadata"].get("labels") or {}).items():
+        if have_labels.get(key) != value:
+            out.append(f"metadata.labels.{key}: {_show(have_labels.get(key))} -> {_show(value)}")
+    for key, value in desired.items():
+        if key not in ("apiVersion", "kind", "metadata"):
+            _compare(value, current.get(key), key, out, key == EXACT_UNDER)
+    return out
+
+
+def corrected(desired: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """The object to PUT: the live metadata (resourceVersion, other labels and annotations) with
+    Topogov's labels, and every rendered top-level field as rendered."""
+    meta = dict(current["metadata"])
+    meta["labels"] = {**(meta.get("labels") or {}), **(desired["metadata"].get("labels") or {})}
+    meta.pop("managedFields", None)
+    obj: dict[str, Any] = {"apiVersion": desired["apiVersion"], "kind": desired["kind"], "metadata": meta}
+    for key, value in desired.items():
+        if key not in ("apiVersion", "kind", "metadata"):
+            obj[key] = value
+    return obj
+
+
+def _key(kind: str, name: str, namespace: str | None) -> tuple[str, str, str | None]:
+    return kind, name, namespace if kind == "LocalQueue" else None
+
+
+def _cq_namespace(cq: Mapping[str, Any]) -> str | None:
+    spec = cq.get("spec") or {}
+    return ((spec.get("namespaceSelector") or {}).get("matchLabels") or {}).get(NAMESPACE_NAME_LABEL)
+
+
+def _cq_cohort(cq: Mapping[str, Any]) -> str | None:
+    spec = cq.get("spec") or {}
+    return spec.get("cohort") or spec.get("cohortName")
+
+
+def _cq_flavors(cq: Mapping[str, Any]) -> set[str]:
+    groups = (cq.get("spec") or {}).get("resourceGroups") or []
+    return {f.get("name") for g in groups for f in g.get("flavors") or []}
+
+
+# --- the governor ------------------------------------------------------------------------------------
+
+
+class Governor:
+    def __init__(
+        self,
+        objects: ObjectsPort,
+        *,
+        api_version: ApiVersion = "v1beta1",
+        cohort: str = "topogov",
+        log: Callable[[str, dict[str, Any]], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.objects = objects
+        self.api_version = api_version
+        self.cohort = cohort
+        self._log = log or (lambda message, extra: None)
+        self._clock = clock
+
+    @property
+    def group_version(self) -> str:
+        return f"kueue.x-k8s.io/{self.api_version}"
+
+    def desired(self, policy: Any, flavors: list[FlavorInput], depth: int) -> list[dict[str, Any]]:
+        return render(policy, flavors, depth=depth, api_version=self.api_version, cohort=self.cohort)
+
+    def plan(self, policy: Any, snapshot: Any) -> Plan:
+        """What a pass would change, from reads only."""
+        plan = Plan(api_version=self.group_version)
+        flavors = flavors_from_snapshot(snapshot) if snapshot is not None else []
+        if not flavors:
+            plan.skipped = (
+                "no GPU node in the topology snapshot yet (the labeler has not run, or the fleet has no "
+                "GPU nodes): nothing rendered, nothing changed or deleted"
+            )
+            return plan
+        plan.depth = fleet_depth(snapshot)
+        plan.flavors = [f.instance_type for f in flavors]
+        capacity = Resources()
+        for f in flavors:
+            capacity = capacity + f.capacity
+        plan.warnings = policy.warnings(capacity)
+        desired = self.desired(policy, flavors, plan.depth)
+        wanted = {_key(*self._ref(o)) for o in desired}
+        # One list per kind (7 reads a pass, whatever the number of teams), not one GET per object.
+        live: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+        for kind in KINDS:
+            version = "v1" if kind == "Namespace" else self.group_version
+            for obj in self.objects.list(version, kind):
+                live[_key(*self._ref(obj))] = obj
+
+        for obj in desired:
+            kind, name, ns = self._ref(obj)
+            current = live.get(_key(kind, name, ns))
+            if current is None:
+                plan.changes.append(Change(Action.CREATE, kind, name, ns, obj["apiVersion"], desired=obj))
+            elif kind == "Namespace":
+                plan.unchanged += 1  # exists: the team's, whoever created it
+            elif not owned(current):
+                plan.changes.append(
+                    Change(
+                        Action.UNOWNED,
+                        kind,
+                        name,
+                        ns,
+                        obj["apiVersion"],
+                        reason=f"exists without {OWNED_SELECTOR}: not Topogov's, left alone",
+                        current=current,
+                    )
+                )
+            else:
+                diff = drift(obj, current)
+                if diff:
+                    plan.changes.append(
+                        Change(
+                            Action.UPDATE,
+                            kind,
+                            name,
+                            ns,
+                            obj["apiVersion"],
+                            diff,
+                            desired=obj,
+                            current=current,
+                        )
+                    )
+                else:
+                    plan.unchanged += 1
+
+        stale: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KUEUE_KINDS}
+        for key, obj in live.items():
+            if key[0] != "Namespace" and key not in wanted and owned(obj):
+                stale[key[0]].append(obj)
+        self._plan_removals(plan, stale)
+        return plan
+
+    def _ref(self, obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
+        meta = obj["metadata"]
+        return obj["kind"], meta["name"], meta.get("namespace")
+
+    def _plan_removals(self, plan: Plan, stale: Mapping[str, list[dict[str, Any]]]) -> None:
+        gv = self.group_version
+        held: dict[str, Mapping[str, Any]] = {}  # ClusterQueues kept while they drain
+        removals: list[Change] = []
+        for cq in stale["ClusterQueue"]:
+            name = cq["metadata"]["name"]
+            busy = self._busy(cq)
+            if not busy:
+                removals.append(
+                    Change(Action.DELETE, "ClusterQueue", name, None, gv, reason="not in the policy")
+                )
+                continue
+            held[name] = cq
+            if (cq.get("spec") or {}).get("stopPolicy") == DRAIN:
+                removals.append(
+                    Change(Action.KEEP, "ClusterQueue", name, None, gv, reason=f"held and draining: {busy}")
+                )
+            else:
+                before = (cq.get("spec") or {}).get("stopPolicy", "None")
+                removals.append(
+                    Change(
+                        Action.HOLD,
+                        "ClusterQueue",
+                        name,
+                        None,
+                        gv,
+                        [f"spec.stopPolicy: {_show(before)} -> {_show(DRAIN)}"],
+                        reason=f"team removed from the policy, but {busy}: stopped and drained, not deleted",
+                        current=cq,
+                    )
+                )
+        kept_flavors = set().union(*(_cq_flavors(cq) for cq in held.values())) if held else set()
+        kept_cohorts = {_cq_cohort(cq) for cq in held.values()}
+        kept_topologies = {
+            (rf.get("spec") or {}).get("topologyName")
+            for rf in stale["ResourceFlavor"]
+            if rf["metadata"]["name"] in kept_flavors
+        }
+        for kind, keep_if in (
+            ("LocalQueue", lambda o: (o.get("spec") or {}).get("clusterQueue") in held),
+            ("WorkloadPriorityClass", lambda o: False),
+            ("Cohort", lambda o: o["metadata"]["name"] in kept_cohorts),
+            ("ResourceFlavor", lambda o: o["metadata"]["name"] in kept_flavors),
+            ("Topology", lambda o: o["metadata"]["name"] in kept_topologies),
+        ):
+            for obj in stale[kind]:
+                name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
+                if keep_if(obj):
+                    removals.append(
+                        Change(
+                            Action.KEEP,
+                            kind,
+                            name,
+                            ns,
+                            gv,
+                            reason="still used by a ClusterQueue that is draining",
+                        )
+                    )
+                else:
+                    removals.append(Change(Action.DELETE, kind, name, ns, gv, reason="not in the policy"))
+        # Deletion order: LocalQueues, ClusterQueues, then what they referred to.
+        order = {k: i for i, k in enumerate(reversed(KINDS))}
+        plan.changes.extend(sorted(removals, key=lambda c: (order[c.kind], c.namespace or "", c.name)))
+
+    def _busy(self, cq: Mapping[str, Any]) -> str:
+        """Why a removed team's ClusterQueue cannot go yet ('' when it can)."""
+        status = cq.get("status") or {}
+        counts = [f"{status[k]} {k}" for k in WORKLOAD_COUNTS if int(status.get(k) or 0) > 0]
+        namespace = _cq_namespace(cq) or ((cq["metadata"].get("labels") or {}).get(TEAM_LABEL))
+        reasons = []
+        if counts:
+            reasons.append("Kueue reports " + ", ".join(counts))
+        if namespace:
+            jobs = self.objects.unfinished_jobs(namespace)
+            if jobs is None:
+                reasons.append(f"the Jobs in {namespace} cannot be read (assumed running)")
+            elif jobs:
+                shown = ", ".join(jobs[:5]) + (f" and {len(jobs) - 5} more" if len(jobs) > 5 else "")
+                reasons.append(f"{len(jobs)} unfinished Job(s) in {namespace}: {shown}")
+        return "; ".join(reasons)
+
+    # -- writes --------------------------------------------------------------------------------------
+    def apply(self, plan: Plan) -> GovernorSummary:
+        summary = GovernorSummary(plan=plan)
+        for change in plan.writes:
+            try:
+                self._apply_one(change)
+                summary.applied += 1
+            except KubernetesError as exc:
+                summary.failures.append(
+                    {"object": change.object, "action": str(change.action), "error": str(exc)}
+                )
+                self._log("governor write failed", {"object": change.object, "error": str(exc)})
+        for change in plan.changes:
+            if change.action == Action.UNOWNED:
+                self._log("object not owned by topogov left alone", {"object": change.object})
+        return summary
+
+    def _apply_one(self, change: Change) -> None:
+        if change.action == Action.CREATE:
+            assert change.desired is not None
+            self.objects.create(change.desired)
+            self._log("created", {"object": change.object})
+        elif change.action == Action.UPDATE:
+            assert change.desired is not None and change.current is not None
+            current = change.current
+            for _ in range(3):
+                if self.objects.replace(corrected(change.desired, current)) is not None:
+                    self._log("corrected drift", {"object": change.object, "diff": change.diff})
+                    return
+                fresh = self.objects.get(change.api_version, change.kind, change.name, change.namespace)
+                if fresh is None or not owned(fresh):
+                    return  # deleted or disowned meanwhile: the next pass decides again
+                current = fresh
+            raise KubernetesError(409, f"update {change.object}", "kept conflicting with other writers")
+        elif change.action == Action.HOLD:
+            self.objects.merge_patch(
+                change.api_version,
+                change.kind,
+                change.name,
+                change.namespace,
+                {"spec": {"stopPolicy": DRAIN}},
+            )
+            self._log("stopped a removed team's queue", {"object": change.object, "reason": change.reason})
+        elif change.action == Action.DELETE:
+            self.objects.delete(change.api_version, change.kind, change.name, change.namespace)
+            self._log("deleted", {"object": change.object, "reason": change.reason})
+
+    def run(self, policy: Any, snapshot: Any, counters: Any = None) -> GovernorSummary:
+        started = self._clock()
+        reads0, writes0 = (counters.reads, counters.writes) if counters is not None else (0, 0)
+        try:
+            plan = self.plan(policy, snapshot)
+        except KubernetesError as exc:
+            summary = GovernorSummary(plan=Plan(api_version=self.group_version, skipped=str(exc)))
+            summary.failures.append({"object": None, "action": "plan", "error": str(exc)})
+        else:
+            summary = self.apply(plan)
+        if counters is not None:
+            summary.k8s_reads = counters.reads - reads0
+            summary.k8s_writes = counters.writes - writes0
+        summary.duration_s = round(self._clock() - started, 4)
+        return summary
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan as ``topogov governor plan`` prints it."""
+    lines: list[str] = []
+    if plan.skipped:
+        return f"Nothing to plan: {plan.skipped}\n"
+    lines.append(
+        f"Kueue objects ({plan.api_version}) for {len(plan.flavors)} GPU flavor(s) "
+        f"[{', '.join(plan.flavors)}], {plan.depth} network layer(s):"
+    )
+    for change in plan.changes:
+        lines.append(f"  {SYMBOL[change.action]} {change.action:<8} {change.object}")
+        for d in change.diff:
+            lines.append(f"        {d}")
+        if change.reason and change.action != Action.CREATE:
+            lines.append(f"        ({change.reason})")
+    if not plan.changes:
+        lines.append("  (no changes)")
+    counts = ", ".join(
+        f"{plan.count(a)} to {a}"
+        for a in (Action.CREATE, Action.UPDATE, Action.DELETE, Action.HOLD)
+        if plan.count(a)
+    )
+    extras = [f"{plan.unchanged} unchanged"]
+    if plan.count(Action.KEEP):
+        extras.append(f"{plan.count(Action.KEEP)} kept while draining")
+    if plan.count(Action.UNOWNED):
+        extras.append(f"{plan.count(Action.UNOWNED)} not Topogov's (left alone)")
+    lines.append(f"Plan: {counts or 'no changes'}; " + ", ".join(extras) + ".")
+    for w in plan.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines) + "\n"
