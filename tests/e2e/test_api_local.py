@@ -406,3 +406,57 @@ def test_status_follows_the_kueue_workload(stack):
         content_type="application/merge-patch+json",
     )
     assert call(stack, "GET", "/v1/teams/team-a").json()["admitted"]["nvidia.com/gpu"] == 16
+
+
+def _annotations(stack, name):
+    job = stack.kube().request("GET", f"/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/{name}").body
+    return job["spec"]["template"]["metadata"]["annotations"]
+
+
+def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_once(stack):
+    import time
+
+    from topogov.handlers.reconcile import handler
+
+    required = {"mode": "required", "level": "layer-3", "fallbackAfter": "1s"}
+    for name, topology in (
+        ("fb-waits", required),
+        ("fb-admitted", required),
+        ("fb-no-deadline", {"mode": "required", "level": "layer-3"}),
+    ):
+        resp = call(stack, "POST", "/v1/jobs", body=job(name, replica_count=1, topology=topology))
+        assert resp.status_code == 201, resp.text
+    level = "topology.k8s.aws/network-node-layer-3"
+    # Given one of them admitted by Kueue (which unsuspends the Job) before its deadline
+    stack.kube().request(
+        "PATCH",
+        "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/fb-admitted",
+        body={"spec": {"suspend": False}},
+        content_type="application/merge-patch+json",
+    )
+    # and a pass before the deadline changing nothing
+    early = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+    assert "team-a/fb-waits" not in early
+    time.sleep(2.1)  # the deadline (1 s, at the ledger's one-second resolution) passes
+    # When the next passes run
+    first = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+    second = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+    # Then the pending job, and only it, was switched to preferred at the same level, once
+    assert "team-a/fb-waits" in first and "team-a/fb-admitted" not in first
+    assert "team-a/fb-no-deadline" not in first and second == []
+    assert _annotations(stack, "fb-waits") == {"kueue.x-k8s.io/podset-preferred-topology": level}
+    assert _annotations(stack, "fb-admitted") == {"kueue.x-k8s.io/podset-required-topology": level}
+    assert _annotations(stack, "fb-no-deadline") == {"kueue.x-k8s.io/podset-required-topology": level}
+    # and the ledger says when and why; GET /v1/jobs/... shows it
+    view = call(stack, "GET", "/v1/jobs/team-a/fb-waits").json()
+    fallback = view["fallback"]
+    assert fallback["level"] == level and fallback["from"] == "required" and fallback["to"] == "preferred"
+    assert "not admitted 1s after submission" in fallback["reason"]
+    assert fallback["at"] >= fallback["deadline"] >= view["submitted_at"]
+    assert [e["what"] for e in view["events"]] == ["submitted", "topology-fallback"]
+    assert call(stack, "GET", "/v1/jobs/team-a/fb-admitted").json()["fallback"] is None
+    listed = {j["name"]: j for j in call(stack, "GET", "/v1/jobs?team=team-a").json()["jobs"]}
+    assert (
+        listed["fb-waits"]["fallback_at"] == fallback["at"]
+        and listed["fb-no-deadline"]["fallback_at"] is None
+    )

@@ -12,7 +12,17 @@ import pytest
 
 from topogov.cli.main import main
 
-COMMANDS = [[], ["local"], ["topology"], ["reconcile"], ["bench"], ["bench", "reconcile"]]
+COMMANDS = [
+    [],
+    ["local"],
+    ["topology"],
+    ["reconcile"],
+    ["bench"],
+    ["bench", "reconcile"],
+    ["governor"],
+    ["governor", "plan"],
+    ["governor", "apply"],
+]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: " ".join(c) or "topogov")
@@ -86,6 +96,70 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert "patched 0 · unchanged 68" in text  # the steady pass
     assert "targeted pass · nodes 1" in text
     assert "flowchart TD" in text and "Layer 4:" in text
+    # the governor: objects created by the first pass, kubectl lists them, a hand edit is planned and
+    # corrected, and one required job falls back to preferred
+    assert "governor (kueue.x-k8s.io/v1beta1): 13 created" in text
+    assert "clusterqueue.kueue.x-k8s.io/hyperpod-ns-team-a-clusterqueue" in text
+    assert "resourceflavor.kueue.x-k8s.io/p6-b200.48xlarge" in text and "topogov-network" in text
+    assert 'spec.stopPolicy: "Hold" -> "None"' in text and "(edited by hand)" in text
+    assert "0 created, 1 updated, 0 deleted" in text
+    assert "fallbacks this pass: ['team-a/wide-l2']" in text
+    assert "topology-fallback" in text
     local = Path(tmp_path, ".topogov", "local")
     assert (local / "kubeconfig").exists() and (local / "aws-credentials").exists()
     assert not (local / "endpoints.json").exists()  # removed on exit
+
+
+def _governor(stack, *args):
+    return main(
+        ["governor", *args, "--kubeconfig", str(stack.kubeconfig), "--bucket", "topogov-local-snapshot"]
+    )
+
+
+def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(stack, capsys):
+    from topogov.handlers.reconcile import handler
+    from topogov.local import events
+    from topogov.local.lambda_context import LocalContext
+
+    os.environ["TOPOGOV_GOVERNOR"] = "false"  # the pass labels nodes and writes the snapshot only
+    try:
+        handler(events.scheduled_event(), LocalContext())
+    finally:
+        del os.environ["TOPOGOV_GOVERNOR"]
+    kube = stack.kube()
+    before = kube.request("GET", "/_emulator/requests").body
+
+    assert _governor(stack, "plan") == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Kueue objects (kueue.x-k8s.io/v1beta1) for 2 GPU flavor(s)")
+    assert "  + create   ClusterQueue hyperpod-ns-team-a-clusterqueue" in text
+    assert "  + create   LocalQueue hyperpod-ns-team-c/hyperpod-ns-team-c-localqueue" in text
+    assert "  + create   Namespace hyperpod-ns-team-a" in text
+    assert "Plan: 16 to create; 0 unchanged." in text
+    after = kube.request("GET", "/_emulator/requests").body
+    assert {k: v for k, v in after.items() if not k.startswith("GET")} == {
+        k: v for k, v in before.items() if not k.startswith("GET")
+    }
+
+    assert _governor(stack, "plan", "--json", "--kueue-api-version", "v1beta2") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["api_version"] == "kueue.x-k8s.io/v1beta2" and doc["counts"]["create"] == 16
+
+    assert _governor(stack, "apply") == 0
+    assert "applied 16 change(s); 0 failed" in capsys.readouterr().out
+    assert _governor(stack, "plan") == 0
+    assert "Plan: no changes; 16 unchanged." in capsys.readouterr().out
+
+
+def test_governor_plan_with_an_invalid_policy_exits_2_naming_the_problem(stack, tmp_path, capsys):
+    bad = tmp_path / "teams.yaml"
+    bad.write_text(
+        "priorityClasses: [{name: low, value: 1}]\n"
+        "teams:\n"
+        "  a: {principals: ['arn:aws:iam::1:role/a'], namespace: shared, priorityClasses: [urgent]}\n"
+        "  b: {principals: ['arn:aws:iam::1:role/b'], namespace: shared}\n"
+    )
+    assert _governor(stack, "plan", "--policy", str(bad)) == 2
+    err = capsys.readouterr().err
+    assert "teams.a.priorityClasses.0: urgent is not declared in priorityClasses" in err
+    assert "teams.b.namespace: shared is already the namespace of team a" in err

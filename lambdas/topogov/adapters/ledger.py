@@ -260,7 +260,8 @@ class DynamoLedger:
         event = {
             "at": fallback["at"],
             "what": "topology-fallback",
-            **{k: v for k, v in fallback.items() if k != "at"},
+            "to": "preferred",
+            "level": fallback["level"],
         }
         try:
             self._ddb.update_item(

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from topogov.cli.main import EXIT_OK
-from topogov.cli.render import label_table, summary_line
+from topogov.cli.render import governor_line, label_table, summary_line
 from topogov.domain.labels import ZONE_ID_LABEL, layer_label
 
 LAYER_COLUMNS = ",".join([*(layer_label(i) for i in range(1, 5)), ZONE_ID_LABEL])
@@ -65,6 +65,8 @@ def walkthrough(stack: Any) -> None:
     step(2, "First pass (the EventBridge schedule): EC2 is asked once per 100 instances")
     first = invoke(events.scheduled_event())
     say(summary_line(first))
+    if "governor" in first:
+        say(governor_line(first["governor"]))
     kubectl(stack, "get", "nodes", "-L", LAYER_COLUMNS, max_lines=12)
 
     step(3, "Steady pass: nothing changed, so no EC2 call and no write")
@@ -93,8 +95,51 @@ def walkthrough(stack: Any) -> None:
         f"s3://topogov-local-snapshot/topology/snapshot.json: {len(doc['instances'])} instances known, "
         f"{len(doc['nodes'])} nodes, tree depth {doc['tree']['depth']}"
     )
+    governor_walkthrough(stack)
     if stack.api is not None:
         api_walkthrough(stack)
+
+
+def governor_walkthrough(stack: Any) -> None:
+    from topogov.domain.policy import load_policy_file
+    from topogov.local import events
+    from topogov.logic.governor import format_plan
+
+    step(8, "The governor: Kueue objects rendered from teams.yaml (the first pass created them)")
+    kubectl(
+        stack, "get", "clusterqueues,localqueues,workloadpriorityclasses,topologies,resourceflavors", "-A"
+    )
+    say("Quotas are split over the GPU flavors by capacity, so the node added in step 5 moves them;")
+    say("the next scheduled pass rewrites exactly the queues whose split changed:")
+    say(governor_line(invoke(events.scheduled_event())["governor"]))
+    cq = "hyperpod-ns-team-b-clusterqueue"
+    say(f"Someone stops {cq} and changes its GPU quota by hand:")
+    kubectl(
+        stack,
+        "patch",
+        "clusterqueue",
+        cq,
+        "--type",
+        "json",
+        "-p",
+        '[{"op":"replace","path":"/spec/stopPolicy","value":"Hold"},'
+        '{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":1}]',
+    )
+    say("$ topogov governor plan")
+    say(format_plan(plan_now(stack, load_policy_file(str(stack.options.policy_file)))).rstrip())
+    say("The next pass corrects it (and logs the correction with the differences):")
+    say(governor_line(invoke(events.scheduled_event())["governor"]))
+    kubectl(stack, "get", "clusterqueue", cq, "-o", "jsonpath={.spec.stopPolicy}")
+    say()
+
+
+def plan_now(stack: Any, policy: Any) -> Any:
+    from topogov.adapters.kube_objects import KubeObjects
+    from topogov.adapters.snapshot_store import S3SnapshotStore
+    from topogov.logic.governor import Governor
+
+    snapshot = S3SnapshotStore(stack.client("s3"), "topogov-local-snapshot").load()
+    return Governor(KubeObjects(stack.kube())).plan(policy, snapshot)
 
 
 AWS_EXAMPLE_JOB = {
@@ -169,7 +214,7 @@ def api_walkthrough(stack: Any) -> None:
     def gpu_job(name: str, **extra: Any) -> dict[str, Any]:
         return {"job_name": name, "image": "pytorch:2.5", "accelerators": 8, "efa": 32, **extra}
 
-    step(8, f"The governance API on {url}: SigV4-signed requests, identity from the request context")
+    step(9, f"The governance API on {url}: SigV4-signed requests, identity from the request context")
     say("AWS's own example (a raw Job, inference-priority, required layer-3), as team-a:")
     show(post("topogov-team-a", {"manifest": AWS_EXAMPLE_JOB}))
     say("A high-level job, 4 x 8 GPUs, required_topology layer-3, as team-a:")
@@ -202,6 +247,36 @@ def api_walkthrough(stack: Any) -> None:
     unsigned = requests.get(f"{url}/v1/teams", timeout=10)
     say(f"An unsigned request: {unsigned.status_code} {unsigned.json()}")
     kubectl(stack, "get", "jobs", "-n", "hyperpod-ns-team-a")
+    fallback_walkthrough(stack, post, show)
+
+
+def fallback_walkthrough(stack: Any, post: Any, show: Any) -> None:
+    import time
+
+    from topogov.cli.jobs_cmd import job_text
+    from topogov.local import events
+    from topogov.local.sigv4 import credentials_for_profile, signed_request
+
+    step(10, "Time-bounded fallback: required layer-2, relaxed to preferred if not admitted in 3s")
+    body = {
+        "job_name": "wide-l2",
+        "image": "pytorch:2.5",
+        "accelerators": 8,
+        "efa": 32,
+        "replica_count": 8,
+        "topology": {"mode": "required", "level": "layer-2", "fallbackAfter": "3s"},
+    }
+    show(post("topogov-team-a", body))
+    say("(Kueue is not emulated, so nothing admits it.) 4 s later, the scheduled pass:")
+    time.sleep(4)
+    ledger = invoke(events.scheduled_event())["ledger"]
+    say(f"  -> fallbacks this pass: {ledger['fallbacks']}")
+    creds = credentials_for_profile("topogov-team-a", str(stack.credentials))
+    view = signed_request(
+        "GET", f"{stack.api.url}/v1/jobs/team-a/wide-l2", credentials=creds, region="us-east-1"
+    ).json()
+    say("$ topogov job wide-l2")
+    say(job_text(view))
 
 
 def run(args: argparse.Namespace) -> int:

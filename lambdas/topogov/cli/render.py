@@ -55,3 +55,17 @@ def summary_line(s: Mapping[str, Any]) -> str:
     if not s.get("complete", True):
         parts.append("INCOMPLETE (continues next pass)")
     return " · ".join(parts)
+
+
+def governor_line(g: Mapping[str, Any]) -> str:
+    """One line for the governor part of a reconcile pass."""
+    if g.get("skipped"):
+        return f"governor: skipped ({g['skipped']})"
+    counts = g["counts"]
+    parts = [f"{counts[a]} {a}d" for a in ("create", "update", "delete")]
+    parts += [f"{counts['hold']} held", f"{counts['unowned']} not ours", f"{counts['unchanged']} unchanged"]
+    line = f"governor ({g['api_version']}): " + ", ".join(parts)
+    line += f" · k8s reads {g['k8s_reads']} writes {g['k8s_writes']}"
+    if g.get("failures"):
+        line += f" · FAILED {len(g['failures'])} (retried next pass)"
+    return line

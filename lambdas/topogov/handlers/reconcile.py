@@ -117,7 +117,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             ("TopologyFallbacks", len(ledger.fallbacks)),
         ):
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-        for team, gpus in ledger.in_flight_gpu.items():  # the dashboard's per-team in-flight graph
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+        # single_metric flushes on its own and ignores POWERTOOLS_METRICS_DISABLED: ask first.
+        per_team = {} if is_metrics_disabled() else ledger.in_flight_gpu
+        for team, gpus in per_team.items():  # the dashboard's per-team in-flight graph
             dims = {"service": "topogov", "team": team}
             with single_metric(
                 name="InFlightGpu",

@@ -19,7 +19,9 @@ Drift
     ``queueingStrategy``) are not compared. A drifted object is replaced (``PUT`` at the
     resourceVersion it was read: its whole spec is Topogov's, other labels and annotations are
     kept; the API server applies Kueue's defaults again), and the correction is logged with the
-    differences.
+    differences. Every object Topogov writes carries ``topogov.io/rendered``, a hash of what it
+    rendered, so a difference is told apart: the same hash means the object was *edited by hand*
+    (logged as a warning), another hash means *the policy or the fleet changed* (logged as info).
 
 A team removed from the policy
     Its ClusterQueue is deleted only when nothing is left in it: Kueue's status counts
@@ -33,6 +35,7 @@ A team removed from the policy
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -70,6 +73,7 @@ QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit"})
 EXACT_UNDER = "resourceGroups"  # inside it, fields Topogov does not render count as drift
 WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
 DRAIN = "HoldAndDrain"
+RENDERED_ANNOTATION = "topogov.io/rendered"  # hash of what Topogov last wrote: tells hand edits apart
 
 
 class ObjectsPort(Protocol):
@@ -247,11 +251,33 @@ def drift(desired: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def rendered_hash(desired: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in desired.items() if k != "metadata"}
+    body["labels"] = desired["metadata"].get("labels") or {}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def stamped(desired: Mapping[str, Any]) -> dict[str, Any]:
+    """``desired`` carrying the hash of itself (as created)."""
+    meta = dict(desired["metadata"])
+    meta["annotations"] = {**(meta.get("annotations") or {}), RENDERED_ANNOTATION: rendered_hash(desired)}
+    return {**desired, "metadata": meta}
+
+
+def edited_by_hand(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """True when Topogov last wrote exactly this rendering: the difference was made by someone else
+    (False: the policy or the fleet changed what Topogov renders)."""
+    annotations = (current.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(RENDERED_ANNOTATION) == rendered_hash(desired)
+
+
 def corrected(desired: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
     """The object to PUT: the live metadata (resourceVersion, other labels and annotations) with
     Topogov's labels, and every rendered top-level field as rendered."""
     meta = dict(current["metadata"])
     meta["labels"] = {**(meta.get("labels") or {}), **(desired["metadata"].get("labels") or {})}
+    meta["annotations"] = {**(meta.get("annotations") or {}), RENDERED_ANNOTATION: rendered_hash(desired)}
     meta.pop("managedFields", None)
     obj: dict[str, Any] = {"apiVersion": desired["apiVersion"], "kind": desired["kind"], "metadata": meta}
     for key, value in desired.items():
@@ -352,6 +378,8 @@ class Governor:
             else:
                 diff = drift(obj, current)
                 if diff:
+                    hand = edited_by_hand(obj, current)
+                    why = "edited by hand" if hand else "the policy or the fleet changed"
                     plan.changes.append(
                         Change(
                             Action.UPDATE,
@@ -360,6 +388,7 @@ class Governor:
                             ns,
                             obj["apiVersion"],
                             diff,
+                            reason=why,
                             desired=obj,
                             current=current,
                         )
@@ -479,14 +508,15 @@ class Governor:
     def _apply_one(self, change: Change) -> None:
         if change.action == Action.CREATE:
             assert change.desired is not None
-            self.objects.create(change.desired)
+            self.objects.create(change.desired if change.kind == "Namespace" else stamped(change.desired))
             self._log("created", {"object": change.object})
         elif change.action == Action.UPDATE:
             assert change.desired is not None and change.current is not None
             current = change.current
             for _ in range(3):
                 if self.objects.replace(corrected(change.desired, current)) is not None:
-                    self._log("corrected drift", {"object": change.object, "diff": change.diff})
+                    message = "corrected drift" if change.reason == "edited by hand" else "updated"
+                    self._log(message, {"object": change.object, "diff": change.diff, "why": change.reason})
                     return
                 fresh = self.objects.get(change.api_version, change.kind, change.name, change.namespace)
                 if fresh is None or not owned(fresh):

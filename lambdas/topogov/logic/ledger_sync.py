@@ -109,7 +109,7 @@ def fall_back(
         "reason": (
             f"not admitted {int(after)}s after submission (deadline {_stamp(deadline)}): the Job was still "
             f"suspended, so its pods now prefer {level} instead of requiring it"
-            + (f" (Kueue: {why})" if why else "")
+            + (f"; it was pending: {why}" if why else "")
         ),
     }
     return ledger.record_fallback(team, record["name"], fallback)

@@ -1,0 +1,333 @@
+"""The governor against the local Kubernetes API: create, correct drift, leave unowned objects alone,
+stop and drain a removed team's queue, delete what the policy no longer has.
+
+The kubernetes client's ApiClient speaks real HTTP to the emulator; the server's own request
+counters say what was written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from topogov.adapters.kube import KubeHttp
+from topogov.adapters.kube_auth import kubeconfig_api_client
+from topogov.adapters.kube_objects import KubeObjects, object_path
+from topogov.domain.kueue import MANAGED_BY_LABEL
+from topogov.domain.policy import load_policy as _load_text
+from topogov.local.kube_api import KubeApiServer, write_kubeconfig
+from topogov.logic.governor import Action, Governor, format_plan
+
+from ..unit.test_governor_render import sample_snapshot
+
+V1B1 = "kueue.x-k8s.io/v1beta1"
+
+
+def load_policy(doc: dict):
+    return _load_text(json.dumps(doc))  # JSON is YAML
+
+
+VALUES = {"high": 1000, "mid": 500, "low": 100}
+CQ_A = "hyperpod-ns-team-a-clusterqueue"
+CQ_B = "hyperpod-ns-team-b-clusterqueue"
+
+
+def policy_doc(teams=("team-a", "team-b"), classes=("high", "low")) -> dict:
+    return {
+        "priorityClasses": [{"name": c, "value": VALUES[c]} for c in classes],
+        "teams": {
+            t: {
+                "principals": [f"arn:aws:iam::111122223333:role/{t}"],
+                "quota": {"nvidia.com/gpu": 64, "vpc.amazonaws.com/efa": 256, "cpu": 1024, "memory": "8Ti"},
+                "priorityClasses": [classes[-1]],
+            }
+            for t in teams
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = KubeApiServer(token="gov").start()
+    cfg = tmp_path_factory.mktemp("kube") / "kubeconfig"
+    write_kubeconfig(cfg, srv.url, "gov")
+    yield srv, str(cfg)
+    srv.stop()
+
+
+@pytest.fixture
+def kube(server):
+    _srv, cfg = server
+    http = KubeHttp(kubeconfig_api_client(cfg), backoff_base_s=0.01)
+    http.request("POST", "/_emulator/reset")
+    http.request("DELETE", "/_emulator/faults")
+    http.request("DELETE", "/_emulator/requests")
+    return http
+
+
+@pytest.fixture
+def logged():
+    return []
+
+
+@pytest.fixture
+def governor(kube, logged):
+    return Governor(KubeObjects(kube), log=lambda message, extra: logged.append((message, extra)))
+
+
+def writes(kube) -> dict[str, int]:
+    counts = kube.request("GET", "/_emulator/requests").body
+    return {k: v for k, v in counts.items() if not k.startswith(("GET", "WATCH"))}
+
+
+def get(kube, kind_path: str) -> dict | None:
+    resp = kube.request("GET", kind_path)
+    return resp.body if resp.status == 200 else None
+
+
+def cq_path(name: str) -> str:
+    return object_path(V1B1, "ClusterQueue", name)
+
+
+def test_first_pass_creates_everything_and_the_next_writes_nothing(kube, governor):
+    policy = load_policy(policy_doc())
+    summary = governor.run(policy, sample_snapshot(), kube.counters)
+    assert summary.complete, summary.failures
+    plan = summary.plan
+    # 2 namespaces, 1 Topology, 2 flavors, 1 cohort, 2 priority classes, 2 ClusterQueues, 2 LocalQueues
+    assert plan.count(Action.CREATE) == 12 and summary.applied == 12
+    lq = get(kube, object_path(V1B1, "LocalQueue", "hyperpod-ns-team-a-localqueue", "hyperpod-ns-team-a"))
+    assert lq["spec"] == {"clusterQueue": CQ_A}
+    assert get(kube, cq_path(CQ_A))["metadata"]["labels"][MANAGED_BY_LABEL] == "topogov"
+
+    kube.request("DELETE", "/_emulator/requests")
+    again = governor.run(policy, sample_snapshot(), kube.counters)
+    assert again.plan.changes == [] and again.plan.unchanged == 12
+    assert writes(kube) == {}  # no write without drift
+    assert again.k8s_reads == 7  # one list per kind, whatever the number of teams
+
+
+def test_owned_object_edited_by_hand_is_corrected_and_logged(kube, governor, logged):
+    policy = load_policy(policy_doc())
+    governor.run(policy, sample_snapshot())
+    cq = get(kube, cq_path(CQ_A))
+    rendered_gpu = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+    edited = copy.deepcopy(cq)
+    gpu = edited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    gpu["nominalQuota"] = 999
+    gpu["lendingLimit"] = 0  # a field Topogov does not render, inside the quotas
+    edited["spec"]["stopPolicy"] = "Hold"
+    edited["spec"]["queueingStrategy"] = "StrictFIFO"  # outside the quotas and not rendered: not Topogov's
+    edited["metadata"]["labels"]["owner"] = "someone"
+    assert kube.request("PUT", cq_path(CQ_A), body=edited).status == 200
+
+    plan = governor.plan(policy, sample_snapshot())
+    (change,) = plan.changes
+    assert change.action == Action.UPDATE and change.name == CQ_A
+    assert sorted(change.diff) == sorted(
+        [
+            "spec.resourceGroups[0].flavors[p5.48xlarge].resources[nvidia.com/gpu].nominalQuota: "
+            f"999 -> {rendered_gpu}",
+            "spec.resourceGroups[0].flavors[p5.48xlarge].resources[nvidia.com/gpu].lendingLimit: "
+            "0 -> (absent)",
+            'spec.stopPolicy: "Hold" -> "None"',
+        ]
+    )
+    assert "~ update   ClusterQueue " + CQ_A in format_plan(plan)
+
+    summary = governor.apply(plan)
+    assert summary.complete and summary.applied == 1
+    fixed = get(kube, cq_path(CQ_A))
+    assert fixed["spec"]["resourceGroups"] == cq["spec"]["resourceGroups"]
+    assert fixed["spec"]["stopPolicy"] == "None"
+    assert fixed["metadata"]["labels"]["owner"] == "someone"  # other labels are kept
+    assert change.reason == "edited by hand"
+    assert (
+        "corrected drift",
+        {"object": f"ClusterQueue {CQ_A}", "diff": change.diff, "why": "edited by hand"},
+    ) in logged
+    assert governor.plan(policy, sample_snapshot()).changes == []
+
+
+def test_equal_quantities_written_differently_are_not_drift(kube, governor):
+    policy = load_policy(policy_doc())
+    governor.run(policy, sample_snapshot())
+    cq = get(kube, cq_path(CQ_A))
+    for flavor in cq["spec"]["resourceGroups"][0]["flavors"]:
+        memory = flavor["resources"][3]
+        assert memory["name"] == "memory"
+        from topogov.domain.quantity import parse_quantity
+
+        memory["nominalQuota"] = str(int(parse_quantity(memory["nominalQuota"])))  # bytes, no suffix
+    assert kube.request("PUT", cq_path(CQ_A), body=cq).status == 200
+    assert governor.plan(policy, sample_snapshot()).changes == []
+
+
+def test_same_named_object_not_owned_is_left_alone_and_reported(kube, governor, logged):
+    theirs = {
+        "apiVersion": V1B1,
+        "kind": "ClusterQueue",
+        "metadata": {"name": CQ_B, "labels": {"owner": "platform"}},
+        "spec": {"namespaceSelector": {}, "resourceGroups": []},
+    }
+    assert kube.request("POST", object_path(V1B1, "ClusterQueue"), body=theirs).status == 201
+    before = get(kube, cq_path(CQ_B))
+
+    summary = governor.run(load_policy(policy_doc()), sample_snapshot())
+    unowned = [c for c in summary.plan.changes if c.action == Action.UNOWNED]
+    assert [(c.kind, c.name) for c in unowned] == [("ClusterQueue", CQ_B)]
+    assert "not Topogov's, left alone" in unowned[0].reason
+    after = get(kube, cq_path(CQ_B))
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert ("object not owned by topogov left alone", {"object": f"ClusterQueue {CQ_B}"}) in logged
+    # ... and never deleted either, even once the policy drops the team.
+    summary = governor.run(load_policy(policy_doc(teams=("team-a",))), sample_snapshot())
+    assert get(kube, cq_path(CQ_B)) is not None
+    assert all(c.name != CQ_B for c in summary.plan.changes)
+
+
+def _job(name: str, namespace: str, finished: bool = False) -> dict:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}
+        },
+    }
+    if finished:
+        job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    return job
+
+
+def test_removed_team_with_running_jobs_is_stopped_and_drained_not_deleted(kube, governor):
+    governor.run(load_policy(policy_doc(teams=("team-a", "team-b", "team-c"))), sample_snapshot())
+    ns = "hyperpod-ns-team-c"
+    cq_c = "hyperpod-ns-team-c-clusterqueue"
+    assert kube.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body=_job("train", ns)).status == 201
+    # Kueue's own count on the queue (its controller writes the status subresource).
+    status = {"status": {"admittedWorkloads": 1}}
+    assert (
+        kube.request(
+            "PATCH", cq_path(cq_c) + "/status", body=status, content_type="application/merge-patch+json"
+        ).status
+        == 200
+    )
+
+    smaller = load_policy(policy_doc(teams=("team-a", "team-b")))
+    plan = governor.plan(smaller, sample_snapshot())
+    by = {(c.kind, c.name): c for c in plan.changes}
+    hold = by[("ClusterQueue", cq_c)]
+    assert hold.action == Action.HOLD
+    assert hold.diff == ['spec.stopPolicy: "None" -> "HoldAndDrain"']
+    assert (
+        "Kueue reports 1 admittedWorkloads" in hold.reason
+        and f"1 unfinished Job(s) in {ns}: train" in hold.reason
+    )
+    assert by[("LocalQueue", "hyperpod-ns-team-c-localqueue")].action == Action.KEEP
+    assert Action.DELETE not in {c.action for c in plan.changes}
+
+    assert governor.apply(plan).complete
+    cq = get(kube, cq_path(cq_c))
+    assert cq["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert get(kube, object_path(V1B1, "LocalQueue", "hyperpod-ns-team-c-localqueue", ns)) is not None
+
+    # Next pass: already held, nothing written.
+    again = governor.plan(smaller, sample_snapshot())
+    assert again.count(Action.HOLD) == 0 and again.count(Action.KEEP) == 2 and not again.writes
+
+    # The job finishes and Kueue's count drops to zero: queue and LocalQueue go; the namespace stays.
+    done = _job("train", ns, finished=True)
+    assert (
+        kube.request(
+            "PATCH",
+            f"/apis/batch/v1/namespaces/{ns}/jobs/train/status",
+            body={"status": done["status"]},
+            content_type="application/merge-patch+json",
+        ).status
+        == 200
+    )
+    kube.request(
+        "PATCH",
+        cq_path(cq_c) + "/status",
+        body={"status": {"admittedWorkloads": 0}},
+        content_type="application/merge-patch+json",
+    )
+    final = governor.run(smaller, sample_snapshot())
+    assert final.complete
+    deleted = [(c.kind, c.name) for c in final.plan.changes if c.action == Action.DELETE]
+    assert deleted == [("LocalQueue", "hyperpod-ns-team-c-localqueue"), ("ClusterQueue", cq_c)]
+    assert get(kube, cq_path(cq_c)) is None
+    assert get(kube, f"/api/v1/namespaces/{ns}") is not None
+
+
+def test_a_class_or_flavor_the_policy_and_fleet_no_longer_have_is_deleted(kube, governor):
+    governor.run(load_policy(policy_doc(classes=("high", "mid", "low"))), sample_snapshot())
+    only_p5 = sample_snapshot()
+    only_p5.nodes = {k: v for k, v in only_p5.nodes.items() if not k.startswith("b200")}
+    summary = governor.run(load_policy(policy_doc(classes=("high", "low"))), only_p5)
+    assert summary.complete
+    deleted = [(c.kind, c.name) for c in summary.plan.changes if c.action == Action.DELETE]
+    assert deleted == [("WorkloadPriorityClass", "mid"), ("ResourceFlavor", "p6-b200.48xlarge")]
+    updated = [(c.name, c.reason) for c in summary.plan.changes if c.action == Action.UPDATE]
+    assert updated == [  # their quotas moved to one flavor
+        (CQ_A, "the policy or the fleet changed"),
+        ("hyperpod-ns-team-b-clusterqueue", "the policy or the fleet changed"),
+    ]
+    cq = get(kube, cq_path(CQ_A))
+    assert [f["name"] for f in cq["spec"]["resourceGroups"][0]["flavors"]] == ["p5.48xlarge"]
+
+
+def test_no_gpu_flavor_in_the_snapshot_changes_and_deletes_nothing(kube, governor):
+    governor.run(load_policy(policy_doc()), sample_snapshot())
+    kube.request("DELETE", "/_emulator/requests")
+    summary = governor.run(load_policy(policy_doc()), None)
+    assert summary.plan.skipped and "nothing rendered" in summary.plan.skipped
+    assert writes(kube) == {}
+    assert get(kube, cq_path(CQ_A)) is not None
+
+
+def test_quotas_above_capacity_are_a_warning_with_the_numbers(kube, governor):
+    doc = policy_doc()
+    doc["teams"]["team-a"]["quota"]["nvidia.com/gpu"] = 600  # the sample fleet has 544 GPUs
+    plan = governor.plan(load_policy(doc), sample_snapshot())
+    assert "nominal nvidia.com/gpu quotas add up to 664, the cluster has 544" in plan.warnings
+    assert "warning: nominal nvidia.com/gpu quotas add up to 664" in format_plan(plan)
+
+
+def test_v1beta2_objects_are_written_with_cohort_name(kube, logged):
+    gov = Governor(KubeObjects(kube), api_version="v1beta2", log=lambda m, e: logged.append(m))
+    summary = gov.run(load_policy(policy_doc()), sample_snapshot())
+    assert summary.complete
+    cq = get(kube, object_path("kueue.x-k8s.io/v1beta2", "ClusterQueue", CQ_A))
+    assert cq["spec"]["cohortName"] == "topogov" and "cohort" not in cq["spec"]
+    assert gov.plan(load_policy(policy_doc()), sample_snapshot()).changes == []
+
+
+def test_a_conflicting_writer_is_retried_and_a_failing_write_is_reported(kube, governor):
+    policy = load_policy(policy_doc())
+    governor.run(policy, sample_snapshot())
+    cq = get(kube, cq_path(CQ_A))
+    cq["spec"]["stopPolicy"] = "Hold"
+    kube.request("PUT", cq_path(CQ_A), body=cq)
+    plan = governor.plan(policy, sample_snapshot())
+    # Someone else writes between our read and our write: our PUT gets 409, we re-read and win.
+    cq = get(kube, cq_path(CQ_A))
+    cq["metadata"]["annotations"] = {"touched": "yes"}
+    kube.request("PUT", cq_path(CQ_A), body=cq)
+    assert governor.apply(plan).complete
+    fixed = get(kube, cq_path(CQ_A))
+    assert fixed["spec"]["stopPolicy"] == "None" and fixed["metadata"]["annotations"]["touched"] == "yes"
+
+    # A write the API server keeps refusing is reported; the other objects are still written.
+    kube.request("POST", "/_emulator/reset")
+    rule = {"method": "POST", "path": "/clusterqueues$", "status": 500, "times": 100}
+    assert kube.request("POST", "/_emulator/faults", body=rule).status in (200, 201)
+    summary = governor.run(policy, sample_snapshot())
+    assert not summary.complete
+    assert {f["object"] for f in summary.failures} == {f"ClusterQueue {CQ_A}", f"ClusterQueue {CQ_B}"}
+    assert summary.applied == 10
+    kube.request("DELETE", "/_emulator/faults")
+    assert governor.run(policy, sample_snapshot()).applied == 2  # the next pass converges
