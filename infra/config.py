@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -40,6 +40,10 @@ class DeployConfig(BaseModel):
     api_burst_limit: int = Field(100, ge=1)
     submit_rate_limit: float = Field(10, gt=0)
     submit_burst_limit: int = Field(20, ge=1)
+    kueue_api_version: Literal["v1beta1", "v1beta2"] = Field(
+        "v1beta1", description="the Kueue API version the governor writes"
+    )
+    governor: bool = Field(True, description="keep the Kueue objects in step with the policy")
 
     @field_validator("reconcile_schedule")
     @classmethod

@@ -51,6 +51,8 @@ class Reconciler(Construct):
             "TOPOGOV_LEDGER_TABLE": storage.ledger.table_name,
             "TOPOGOV_COUNTERS_TABLE": storage.counters.table_name,
             "TOPOGOV_BUDGET_MARGIN_S": "30",
+            "TOPOGOV_KUEUE_API_VERSION": config.kueue_api_version,
+            "TOPOGOV_GOVERNOR": "true" if config.governor else "false",
         }
         self.fn = TopogovFunction(
             self,

@@ -191,22 +191,28 @@ def test_team_namespaces_come_from_teams_yaml() -> None:
 
 
 def test_reconciler_has_exactly_its_permissions() -> None:
+    governor_verbs = ("get", "list", "create", "update", "patch", "delete")  # no watch: it polls
     expected = (
         _set(None, "", ("nodes",), ("get", "list", "patch"))
         | _set(None, "", ("pods",), ("list",))
-        | _set(None, "", ("namespaces",), ("get", "list", "create", "patch"))
+        | _set(None, "", ("namespaces",), ("get", "list", "create"))  # never changes or deletes one
         | _set(
             None,
             KUEUE,
-            ("clusterqueues", "resourceflavors", "workloadpriorityclasses", "topologies", "cohorts"),
-            ALL_VERBS,
+            (
+                "clusterqueues",
+                "localqueues",
+                "resourceflavors",
+                "workloadpriorityclasses",
+                "topologies",
+                "cohorts",
+            ),
+            governor_verbs,
         )
     )
     for ns in _team_namespaces():
-        expected |= (
-            _set(ns, "batch", ("jobs",), ("get", "list"))
-            | _set(ns, KUEUE, ("workloads",), ("get", "list"))
-            | _set(ns, KUEUE, ("localqueues",), ALL_VERBS)
+        expected |= _set(ns, "batch", ("jobs",), ("get", "list", "patch")) | _set(
+            ns, KUEUE, ("workloads",), ("get", "list")
         )
     assert _grants(RECONCILER) == expected
 
