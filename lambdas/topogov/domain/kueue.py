@@ -28,6 +28,8 @@ ClusterQueue
     (Kueue's default, written out: a borrowing team never preempts another team's work to borrow
     more; only reclaiming nominal quota preempts across teams). ``fairSharing.weight`` = the team's
     ``fairShareWeight`` when the policy's ``fairShare`` is ``enabled``; omitted when ``disabled``.
+    ``stopPolicy: None`` is written out (Kueue's default), so a queue stopped by hand counts as drift;
+    the governor sets ``HoldAndDrain`` itself on the queue of a team removed while it has work.
 
 Sharing (see :mod:`topogov.domain.policy`)
     ``LendAndBorrow``  ``borrowingLimit`` = the team's borrow limit (split as below), no ``lendingLimit``.
