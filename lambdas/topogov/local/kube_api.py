@@ -3065,7 +3065,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._resource(method, route, query, body, is_watch)
         except ApiError as err:
             self._send_error(err)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):  # the client went away
             self.close_connection = True
         except Exception as exc:
             traceback.print_exc()
