@@ -11,6 +11,8 @@ from topogov.adapters.snapshot_store import S3SnapshotStore
 from topogov.config import ApiSettings, ReconcileSettings
 from topogov.logic.labeler import Labeler
 
+API_K8S_TIMEOUT_S = 10.0
+
 
 def retrying(session: Any, service: str) -> Any:
     """A client with botocore's ``standard`` retry mode stated explicitly (3 attempts in all)."""
@@ -57,7 +59,12 @@ def build_governance(settings: ApiSettings | None = None, session: Any | None = 
     policy = load_policy_file(settings.policy_file)
     store = S3SnapshotStore(retrying(session, "s3"), settings.snapshot_bucket, settings.snapshot_key)
     ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
-    jobs = LazyJobs(lambda: KubeJobs(KubeHttp(kube_api_client(settings, session), max_attempts=3)))
+    # 10 s per Kubernetes call: the API must answer within API Gateway's 29 s, whatever the cluster does.
+    jobs = LazyJobs(
+        lambda: KubeJobs(
+            KubeHttp(kube_api_client(settings, session), max_attempts=3, timeout_s=API_K8S_TIMEOUT_S)
+        )
+    )
     idempotency = None
     if settings.idempotency_table:
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -83,7 +90,7 @@ def build_ledger_sync(
     policy = load_policy_file(settings.policy_file)
     ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
     jobs = KubeJobs(KubeHttp(api_client or kube_api_client(settings, session), max_attempts=3))
-    return lambda: sync_ledger(policy, ledger, jobs)
+    return lambda: sync_ledger(policy, ledger, jobs, stale_after_s=settings.stale_reservation_s)
 
 
 def build_governor(

@@ -89,6 +89,9 @@ class ReconcileSettings(BaseModel):
     policy_file: str | None = None
     ledger_table: str | None = None
     counters_table: str | None = None
+    stale_reservation_s: float = Field(
+        300, ge=0, description="release a charge whose Job was never created after this long"
+    )
     # The governor (Kueue objects from the policy) runs on full passes when the policy is set.
     governor: bool = Field(True, description="keep the Kueue objects in step with the policy")
     kueue_api_version: Literal["v1beta1", "v1beta2"] = Field(

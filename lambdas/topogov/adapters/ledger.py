@@ -71,7 +71,7 @@ def to_typed(value: Any) -> dict[str, Any]:
 
 class DynamoLedger:
     def __init__(self, client: Any, ledger_table: str, counters_table: str) -> None:
-        self._ddb = client
+        self._ddb = _Guarded(client)
         self.ledger_table = ledger_table
         self.counters_table = counters_table
 
@@ -187,7 +187,9 @@ class DynamoLedger:
             "ExpressionAttributeValues": {f":{a}": _n(-getattr(charge, a)) for a in ATTRS},
         }
 
-    def confirm(self, team: str, name: str, fields: Mapping[str, Any] | None = None) -> None:
+    def confirm(self, team: str, name: str, fields: Mapping[str, Any] | None = None) -> bool:
+        """Mark a reservation submitted (its Job exists). False when it is no longer ``reserving``:
+        cancelled while its Job was being created."""
         names = {"#s": "state"}
         values = {":s": {"S": SUBMITTED}, ":r": {"S": RESERVING}}
         sets = ["#s = :s"]
@@ -195,14 +197,18 @@ class DynamoLedger:
             names[f"#f{i}"] = k
             values[f":f{i}"] = to_typed(v)
             sets.append(f"#f{i} = :f{i}")
-        self._ddb.update_item(
-            TableName=self.ledger_table,
-            Key={"team": {"S": team}, "name": {"S": name}},
-            UpdateExpression="SET " + ", ".join(sets),
-            ConditionExpression="#s = :r",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        try:
+            self._ddb.update_item(
+                TableName=self.ledger_table,
+                Key={"team": {"S": team}, "name": {"S": name}},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="#s = :r",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except self._ddb.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def abort(self, team: str, name: str, charge: Resources) -> None:
         """Undo a reservation whose Job could not be created: refund and forget, atomically."""
@@ -305,6 +311,36 @@ class DynamoLedger:
             if "LastEvaluatedKey" not in page:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+class _Guarded:
+    """The DynamoDB client, with every failure that is not an answer (throttling or a server error
+    after botocore's retries, a connection error) raised as ``Unavailable`` (503: try again) rather
+    than escaping as an internal error. Failed conditions stay what they are: callers decide."""
+
+    ANSWERS = frozenset({"TransactionCanceledException", "ConditionalCheckFailedException"})
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.exceptions = client.exceptions
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(**kwargs: Any) -> Any:
+            from botocore.exceptions import BotoCoreError, ClientError
+
+            try:
+                return method(**kwargs)
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code in self.ANSWERS:
+                    raise
+                raise Unavailable(f"the job ledger is unavailable ({code}); try again") from exc
+            except BotoCoreError as exc:
+                raise Unavailable(f"the job ledger is unreachable ({type(exc).__name__}); try again") from exc
+
+        return call
 
 
 def create_tables(

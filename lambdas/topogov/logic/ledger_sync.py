@@ -3,8 +3,11 @@
 A charge is held while its Job is queued or running. When the Job finished (Complete/Failed) or
 vanished (deleted outside the API), its charge is released, exactly once (the ledger's release is
 conditional). A record still ``reserving`` long after its submission (the API died between the
-charge and the create) is released when no Job of that name exists. Jobs found in team
-namespaces that the API did not create are reported, never adopted.
+charge and the create) is released when no Job of that name exists, and confirmed when its Job
+does. A cancelled job whose Job is still there is deleted (the cancel is finished). A suspended Job
+labelled as the API's with no record at all (a submission rolled back whose create landed late) is
+deleted; any other Job found in a team namespace that the API did not create is reported, never
+adopted.
 
 Time-bounded fallback: a Job submitted ``required`` with ``fallbackAfter`` that is still pending
 (suspended, its Workload not admitted) once that long has passed since its submission has its
@@ -21,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from topogov.adapters.kube_jobs import job_status
-from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
+from topogov.domain.jobs import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 
 STALE_RESERVATION_S = 300
 
@@ -30,11 +33,13 @@ class LedgerPort(Protocol):
     def list(self, team: str) -> list[dict[str, Any]]: ...
     def usage(self, team: str) -> Any: ...
     def release(self, team: str, name: str, reason: str) -> bool: ...
+    def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
     def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
 
 
 class JobLister(Protocol):
     def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
+    def delete(self, namespace: str, name: str) -> bool: ...
     def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
     def relax_topology(self, namespace: str, name: str, level: str) -> str: ...
 
@@ -47,6 +52,9 @@ class SyncSummary:
     released_abandoned: int = 0
     unmanaged_jobs: list[str] = field(default_factory=list)
     fallbacks: list[str] = field(default_factory=list)  # team/name of the jobs relaxed this pass
+    confirmed: int = 0  # reservations whose Job exists but whose confirmation was lost
+    cancels_completed: int = 0  # cancelled jobs found still in the cluster and deleted
+    orphans_deleted: int = 0  # the API's suspended Jobs whose submission failed (no record)
     in_flight_gpu: dict[str, int] = field(default_factory=dict)  # per team, after the sync
 
     def to_json(self) -> dict[str, Any]:
@@ -121,6 +129,7 @@ def sync_ledger(
     jobs: JobLister,
     *,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    stale_after_s: float = STALE_RESERVATION_S,
 ) -> SyncSummary:
     summary = SyncSummary()
     for team_name, team in sorted(policy.teams.items()):
@@ -129,13 +138,26 @@ def sync_ledger(
         known = {r["name"] for r in records}
         for record in records:
             if record.get("state") == "released":
+                job = in_cluster.get(record["name"])
+                if job is not None and record.get("release_reason") == "cancelled":
+                    status, _ = job_status(job, None)
+                    if status not in ("Succeeded", "Failed"):
+                        # Cancelled, but its Job is still there (the delete failed, or a submission
+                        # racing the cancel created it): finish the cancel, never run it uncharged.
+                        summary.cancels_completed += jobs.delete(team.namespace, record["name"])
                 continue
             summary.checked += 1
             job = in_cluster.get(record["name"])
             if record.get("state") == "reserving":
-                if job is None and _age_s(record.get("submitted_at"), now()) > STALE_RESERVATION_S:
+                if job is not None:
+                    # The Job was created but the API could not confirm the record: confirm it now.
+                    uid = (job.get("metadata") or {}).get("uid", "")
+                    summary.confirmed += ledger.confirm(team_name, record["name"], {"job_uid": uid})
+                elif _age_s(record.get("submitted_at"), now()) >= stale_after_s:
                     summary.released_abandoned += ledger.release(team_name, record["name"], "abandoned")
-                continue
+                    continue
+                else:
+                    continue
             status, _ = job_status(job, None)
             if status == "Pending" and job is not None:
                 if fall_back(team_name, record, job, ledger, jobs, now()):
@@ -144,6 +166,15 @@ def sync_ledger(
                 summary.released_vanished += ledger.release(team_name, record["name"], "vanished")
             elif status in ("Succeeded", "Failed"):
                 summary.released_finished += ledger.release(team_name, record["name"], status.lower())
-        summary.unmanaged_jobs.extend(f"{team.namespace}/{n}" for n in sorted(in_cluster) if n not in known)
+        for name in sorted(set(in_cluster) - known):
+            job = in_cluster[name]
+            labels = (job.get("metadata") or {}).get("labels") or {}
+            suspended = (job.get("spec") or {}).get("suspend", False)
+            if labels.get(MANAGED_BY_LABEL) == "topogov" and suspended:
+                # The API's own Job, never started, with no record: a submission that failed (its
+                # create timed out, was rolled back, and landed late). Never charged: remove it.
+                summary.orphans_deleted += jobs.delete(team.namespace, name)
+            else:
+                summary.unmanaged_jobs.append(f"{team.namespace}/{name}")
         summary.in_flight_gpu[team_name] = ledger.usage(team_name).gpu
     return summary

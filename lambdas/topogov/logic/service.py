@@ -3,6 +3,7 @@ arguments (policy, snapshot, ledger, jobs); nothing here imports boto3 or the ku
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from topogov.domain.placement import CapacityIndex
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import build_tree, to_mermaid
-from topogov.exceptions import ApiError, Forbidden, NotFound, Unavailable
+from topogov.exceptions import ApiError, Conflict, Forbidden, NotFound, Unavailable
 from topogov.logic.decide import decide
 
 
@@ -27,7 +28,7 @@ class LedgerPort(Protocol):
     def reserve(
         self, team: str, name: str, charge: Resources, cap: Resources, record: dict[str, Any]
     ) -> None: ...
-    def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> None: ...
+    def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
     def abort(self, team: str, name: str, charge: Resources) -> None: ...
     def release(self, team: str, name: str, reason: str) -> bool: ...
     def get(self, team: str, name: str) -> dict[str, Any] | None: ...
@@ -113,13 +114,31 @@ class Governance:
         self.ledger.reserve(d.team, name, adm.charge, adm.cap, record)
         try:
             created = self.jobs.create(d.namespace, adm.manifest)
-        except ApiError:
-            self.ledger.abort(d.team, name, adm.charge)
-            raise
         except Exception as exc:
+            if not isinstance(exc, ApiError) or isinstance(exc, Unavailable):
+                # The answer may have been lost after the Job was created (a timeout): remove it, so
+                # there is never a Job without a record. (Not on a 409: that Job is someone else's.)
+                with contextlib.suppress(Exception):
+                    self.jobs.delete(d.namespace, name)
             self.ledger.abort(d.team, name, adm.charge)
+            if isinstance(exc, ApiError):
+                raise
             raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
-        self.ledger.confirm(d.team, name, {"job_uid": (created.get("metadata") or {}).get("uid", "")})
+        try:
+            confirmed = self.ledger.confirm(
+                d.team, name, {"job_uid": (created.get("metadata") or {}).get("uid", "")}
+            )
+        except Exception:  # the ledger is unreachable: the Job exists and its charge is held
+            confirmed = True  # the record stays `reserving`; the reconcile pass confirms it
+        if not confirmed and (self.ledger.get(d.team, name) or {}).get("state") == "submitted":
+            confirmed = True  # the reconcile pass confirmed it first
+        if not confirmed:
+            # Cancelled while the Job was being created: the cancel won (its charge is released),
+            # so the Job must not run uncharged.
+            self.jobs.delete(d.namespace, name)
+            raise Conflict(
+                f"job {name!r} was cancelled while it was being submitted", {"team": d.team, "name": name}
+            )
         return SubmitResponse(dry_run=False, created=True, decision=d, job=created)
 
     def submit_once(
