@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from topogov.domain.labels import InstanceTopology, layer_label
+from topogov.domain.labels import ZONE_ID_LABEL, InstanceTopology, layer_label
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.logic.labeler import Labeler, PassOptions, instances_to_ask
@@ -139,12 +139,12 @@ def test_hand_edited_label_is_corrected_without_asking_ec2():
     assert labels[layer_label(2)] == "nn-0-1" and labels["team"] == "mine"
 
 
-def test_skips_are_counted_by_reason_and_unsupported_instances_keep_their_labels():
+def test_skips_are_counted_by_reason_and_unsupported_instances_lose_stale_layer_labels():
     hp = node("hp", iid(9))
     hp["metadata"]["labels"]["sagemaker.amazonaws.com/compute-type"] = "hyperpod"
     bad = node("bad", "x")
     bad["spec"]["providerID"] = "aws:///us-east-1a/nope"
-    cpu = node("cpu", iid(7), {layer_label(1): "kept"})
+    cpu = node("cpu", iid(7), {layer_label(1): "stale", ZONE_ID_LABEL: "use1-az1", "team": "x"})
     nodes = [node("gpu", iid(1)), node("noid", iid(2), provider=False), hp, bad, cpu]
     lab, fake_nodes, _, _ = make(nodes, [topo(1)])
     s = lab.run(PassOptions())
@@ -155,10 +155,13 @@ def test_skips_are_counted_by_reason_and_unsupported_instances_keep_their_labels
         "not_in_ec2_answer": 1,
     }
     assert s.ec2_missing == [iid(7)]
-    assert fake_nodes.objs["cpu"]["metadata"]["labels"] == {layer_label(1): "kept"}
-    # the absence is remembered: the next pass does not ask again
+    # EC2 reports no topology for it: a layer label there would mislead Kueue, so it goes; the zone
+    # id (the cloud controller manager's on EKS) and other labels stay
+    assert fake_nodes.objs["cpu"]["metadata"]["labels"] == {ZONE_ID_LABEL: "use1-az1", "team": "x"}
+    assert s.patched == 2  # gpu labelled, cpu cleaned
+    # the absence is remembered: the next pass does not ask again, and writes nothing
     s2 = lab.run(PassOptions())
-    assert s2.ec2_calls == 0 and s2.skipped["not_in_ec2_answer"] == 1
+    assert s2.ec2_calls == 0 and s2.skipped["not_in_ec2_answer"] == 1 and s2.patched == 0
 
 
 def test_one_failing_node_never_stops_the_others_and_a_gone_node_is_skipped():

@@ -76,6 +76,12 @@ def label_patch(current: Mapping[str, str], topology: InstanceTopology) -> Label
     return patch
 
 
+def stale_layer_patch(current: Mapping[str, str]) -> LabelPatch:
+    """For a node EC2 reports no topology for: remove its network-node layer labels (the zone id
+    label stays: on EKS the cloud controller manager sets it on every node)."""
+    return {key: None for key in current if layer_of(key) is not None}
+
+
 def apply_patch(current: Mapping[str, str], patch: Mapping[str, str | None]) -> dict[str, str]:
     """What a JSON merge patch of ``metadata.labels`` does on the server."""
     result = dict(current)

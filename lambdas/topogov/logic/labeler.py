@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from topogov.domain.labels import InstanceTopology, apply_patch, label_patch
+from topogov.domain.labels import InstanceTopology, apply_patch, label_patch, stale_layer_patch
 from topogov.domain.nodes import NodeKind, NodeView
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
@@ -30,7 +30,7 @@ class Skip(enum.StrEnum):
     NOT_EC2 = NodeKind.NOT_EC2.value
     HYPERPOD = NodeKind.HYPERPOD.value
     MALFORMED = NodeKind.MALFORMED.value
-    NOT_IN_EC2_ANSWER = "not_in_ec2_answer"  # unsupported type, not running: keeps its labels
+    NOT_IN_EC2_ANSWER = "not_in_ec2_answer"  # unsupported type, not running: layer labels removed
     PENDING = "pending"  # not asked yet: time budget or EC2 error; the next pass continues
     NODE_GONE = "node_gone"  # deleted between list and patch
     NODE_NOT_REGISTERED = "node_not_registered"  # event for an instance whose node has not joined
@@ -207,13 +207,21 @@ class Labeler:
             final_labels[view.name] = view.labels
             topo = snapshot.instances.get(iid)
             if topo is None:
-                skips[Skip.NOT_IN_EC2_ANSWER if iid in snapshot.absent else Skip.PENDING] += 1
-                continue
-            summary.with_topology += 1
-            patch = label_patch(view.labels, topo)
-            if not patch:
-                summary.unchanged += 1
-                continue
+                if iid not in snapshot.absent:
+                    skips[Skip.PENDING] += 1
+                    continue
+                skips[Skip.NOT_IN_EC2_ANSWER] += 1
+                # EC2 has no network nodes for it: a layer label on it (set by hand, or left from an
+                # earlier answer) would mislead Kueue's placement, so it goes.
+                patch = stale_layer_patch(view.labels)
+                if not patch:
+                    continue
+            else:
+                summary.with_topology += 1
+                patch = label_patch(view.labels, topo)
+                if not patch:
+                    summary.unchanged += 1
+                    continue
             if self._clock() > options.deadline:
                 skips[Skip.PENDING] += 1
                 summary.complete = False
