@@ -336,6 +336,7 @@ class _RegionState:
 
 _LOCK = threading.RLock()
 _CONFIG: _Config | None = None
+_COUNTS = {"calls": 0, "throttled": 0}  # DescribeInstanceTopology requests answered / throttled
 _REGIONS: dict[tuple[str, str], _RegionState] = {}
 _INSTALLED = False
 
@@ -489,8 +490,9 @@ def configure(
 
 
 def get_config() -> dict[str, Any]:
+    """The configuration, and the requests counted since the last reset (``calls``, ``throttled``)."""
     with _LOCK:
-        return _config().to_json()
+        return {**_config().to_json(), **_COUNTS}
 
 
 def reset() -> None:
@@ -499,6 +501,7 @@ def reset() -> None:
     with _LOCK:
         _REGIONS.clear()
         _CONFIG = _Config.from_env()
+        _COUNTS.update(calls=0, throttled=0)
 
 
 # --- installation into moto ------------------------------------------------------------------
@@ -805,7 +808,9 @@ def _describe(response: Any) -> tuple[str, dict[str, Any]]:
                 "UnsupportedOperation", "The functionality you requested is not available in this region."
             )
         state = _region_state(account, region)
+        _COUNTS["calls"] += 1
         if not state.bucket.try_take():
+            _COUNTS["throttled"] += 1
             raise _ApiError("RequestLimitExceeded", "Request limit exceeded.", 503)
     if response._get_param("DryRun", False):
         raise _ApiError("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)

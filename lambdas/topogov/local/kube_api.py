@@ -104,7 +104,9 @@ Emulated
   ``Authorization: Bearer <token>`` (else 401 Unauthorized Status). No authorization (RBAC objects
   are stored, not enforced), no admission webhooks, no ValidatingAdmissionPolicy evaluation.
 * Test hooks (no auth): ``POST /_emulator/faults`` (``{"method", "path" (regex on the URL path),
-  "status", "times", "delay_s", "delete_before", "message"}``), ``GET|DELETE /_emulator/faults``,
+  "status", "times", "delay_s", "delete_before", "message", "probability"}``: ``probability`` makes
+  it apply to that fraction of the matching requests (seeded RNG); ``GET`` lists each rule's
+  ``hits``), ``GET|DELETE /_emulator/faults``,
   ``GET|DELETE /_emulator/requests`` (counters ``"<METHOD> <resource>[/<subresource>]"``, watches
   as ``WATCH``; discovery and OpenAPI as ``GET discovery``), ``POST /_emulator/reset`` (everything
   but the default, kube-system and kube-node-lease namespaces) and ``POST /_emulator/objects``
@@ -1456,6 +1458,8 @@ class _Fault:
     delete_before: bool
     message: str | None
     retry_after: int | None
+    probability: float = 1.0  # of applying to a matching request (fraction-of-calls faults)
+    hits: int = 0  # how many requests it applied to
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -1467,6 +1471,8 @@ class _Fault:
             "delay_s": self.delay_s,
             "delete_before": self.delete_before,
             "message": self.message,
+            "probability": self.probability,
+            "hits": self.hits,
         }
 
 
@@ -3510,6 +3516,7 @@ class KubeApiServer:
         self._counters: dict[str, int] = {}
         self._faults: list[_Fault] = []
         self._fault_ids = 0
+        self._fault_rng = random.Random(7)  # faults by probability are reproducible
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> KubeApiServer:
@@ -3602,6 +3609,9 @@ class KubeApiServer:
             raise bad_request("a fault rule needs a status, delete_before or delay_s")
         times = spec.get("times", 1)
         times = None if times is None or int(times) < 0 else int(times)
+        probability = float(spec.get("probability", 1.0))
+        if not 0.0 < probability <= 1.0:
+            raise bad_request("probability must be in (0, 1]")
         method = spec.get("method")
         with self._lock:
             self._fault_ids += 1
@@ -3615,6 +3625,7 @@ class KubeApiServer:
                 delete_before,
                 spec.get("message"),
                 int(spec["retry_after"]) if spec.get("retry_after") else None,
+                probability,
             )
             self._faults.append(fault)
         return fault
@@ -3626,7 +3637,9 @@ class KubeApiServer:
                     (f.method is None or f.method == method)
                     and f.path.search(path)
                     and (f.times is None or f.times > 0)
+                    and (f.probability >= 1.0 or self._fault_rng.random() < f.probability)
                 ):
+                    f.hits += 1
                     if f.times is not None:
                         f.times -= 1
                     if f.times == 0:

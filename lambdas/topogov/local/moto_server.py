@@ -3,7 +3,8 @@
     python -m topogov.local.moto_server --host 127.0.0.1 --port 5000 [--quiet]
 
 Installs :mod:`topogov.local.ec2_topology`, serves moto in server mode plus the control routes
-under ``/_topogov/ec2/`` (see :func:`topogov.local.ec2_topology.handle_control_request`),
+under ``/_topogov/ec2/`` (see :func:`topogov.local.ec2_topology.handle_control_request`) and
+DynamoDB fault injection under ``/_topogov/dynamodb/faults`` (see :class:`DynamoFaults`),
 prints ``ready <url>`` on one line to stdout and runs until SIGINT/SIGTERM (exit status 0).
 ``--port 0`` picks a free port; the ``ready`` line carries the real one.
 
@@ -17,9 +18,11 @@ In-process use (tests)::
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
+import random
 import signal
 import sys
 import threading
@@ -34,21 +37,114 @@ __all__ = ["ControlMiddleware", "RunningServer", "build_app", "main", "start_in_
 StartResponse = Callable[..., Any]
 
 
+DYNAMO_FAULTS = "/_topogov/dynamodb/faults"
+DYNAMO_CODES = {
+    # code -> HTTP status, as DynamoDB answers them (botocore's standard mode retries all but the last)
+    "ProvisionedThroughputExceededException": 400,
+    "ThrottlingException": 400,
+    "RequestLimitExceeded": 400,
+    "InternalServerError": 500,
+    "TransactionConflict": 400,  # TransactWriteItems cancelled: TransactionConflict on its first item
+}
+
+
+class DynamoFaults:
+    """Injected DynamoDB errors, by action and probability (a seeded RNG: runs are reproducible).
+
+    ``POST /_topogov/dynamodb/faults`` ``{"action": "TransactWriteItems" | "*", "code": one of
+    DYNAMO_CODES, "probability": 0..1 (1), "times": N (-1 = forever, default), "after": false}``;
+    ``after: true`` applies the call and then answers the error (a lost response: the client retries
+    something that already happened). ``GET`` lists the rules with their ``hits``; ``DELETE`` clears.
+    """
+
+    def __init__(self) -> None:
+        self.rules: list[dict[str, Any]] = []
+        self._rng = random.Random(11)
+
+    def add(self, rule: Any) -> tuple[int, Any]:
+        if not isinstance(rule, dict) or rule.get("code") not in DYNAMO_CODES:
+            return 400, {"message": f"a rule needs code, one of {sorted(DYNAMO_CODES)}"}
+        probability = float(rule.get("probability", 1.0))
+        if not 0.0 < probability <= 1.0:
+            return 400, {"message": "probability must be in (0, 1]"}
+        times = int(rule.get("times", -1))
+        entry = {
+            "action": str(rule.get("action") or "*"),
+            "code": rule["code"],
+            "probability": probability,
+            "times": times,
+            "after": bool(rule.get("after", False)),
+            "hits": 0,
+        }
+        self.rules.append(entry)
+        return 200, entry
+
+    def take(self, action: str) -> dict[str, Any] | None:
+        for rule in self.rules:
+            if rule["action"] in ("*", action) and rule["times"] != 0:
+                if rule["probability"] < 1.0 and self._rng.random() >= rule["probability"]:
+                    continue
+                rule["hits"] += 1
+                if rule["times"] > 0:
+                    rule["times"] -= 1
+                return rule
+        return None
+
+    @staticmethod
+    def answer(rule: dict[str, Any], body: bytes, start_response: StartResponse) -> list[bytes]:
+        code = rule["code"]
+        if code == "TransactionConflict":
+            try:
+                items = len(json.loads(body or b"{}").get("TransactItems") or [None])
+            except ValueError:
+                items = 1
+            reasons = [{"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"}]
+            reasons += [{"Code": "None"}] * (items - 1)
+            payload = {
+                "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+                "message": "Transaction cancelled, please refer cancellation reasons for specific reasons "
+                f"[{', '.join(r['Code'] for r in reasons)}]",
+                "CancellationReasons": reasons,
+            }
+            status = 400
+        else:
+            payload = {"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": f"injected {code}"}
+            status = DYNAMO_CODES[code]
+        data = json.dumps(payload).encode()
+        start_response(
+            f"{status} {'Bad Request' if status == 400 else 'Internal Server Error'}",
+            [("Content-Type", "application/x-amz-json-1.0"), ("Content-Length", str(len(data)))],
+        )
+        return [data]
+
+
 class ControlMiddleware:
-    """WSGI middleware: answers ``/_topogov/ec2/...`` itself, passes the rest to moto."""
+    """WSGI middleware: answers ``/_topogov/...`` itself, passes the rest to moto."""
 
     def __init__(self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]]) -> None:
         self.app = app
         self._dynamodb = threading.Lock()
+        self.dynamo_faults = DynamoFaults()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
-        if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB_"):
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target.startswith("DynamoDB_"):
             # DynamoDB applies each write (and each transaction) atomically; moto's backend does not
             # lock, so concurrent conditional updates could both pass their condition. Serialising
             # DynamoDB calls gives the guarantee the real service gives (and the quota tests need).
             with self._dynamodb:
-                return list(self.app(environ, start_response))
+                rule = self.dynamo_faults.take(target.split(".", 1)[-1])
+                if rule is None:
+                    return list(self.app(environ, start_response))
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                body = environ["wsgi.input"].read(length) if length > 0 else b""
+                if rule["after"]:
+                    environ["wsgi.input"] = io.BytesIO(body)
+                    list(self.app(environ, lambda *a, **k: None))  # applied; the answer is lost
+                return self.dynamo_faults.answer(rule, body, start_response)
+        if path == DYNAMO_FAULTS:
+            return self._dynamo_control(environ, start_response)
         if not path.startswith(ec2_topology.CONTROL_PREFIX):
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET").upper()
@@ -63,6 +159,30 @@ class ControlMiddleware:
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
         start_response(
             f"{status} {reason.get(status, 'Error')}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(data)))],
+        )
+        return [data]
+
+    def _dynamo_control(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        with self._dynamodb:
+            if method == "GET":
+                status, payload = 200, {"rules": self.dynamo_faults.rules}
+            elif method == "DELETE":
+                self.dynamo_faults.rules.clear()
+                status, payload = 200, {"rules": []}
+            elif method == "POST":
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                try:
+                    rule = json.loads(environ["wsgi.input"].read(length) or b"null")
+                except ValueError:
+                    rule = None
+                status, payload = self.dynamo_faults.add(rule)
+            else:
+                status, payload = 405, {"message": "GET, POST or DELETE"}
+        data = json.dumps(payload).encode()
+        start_response(
+            f"{status} {'OK' if status == 200 else 'Error'}",
             [("Content-Type", "application/json"), ("Content-Length", str(len(data)))],
         )
         return [data]
