@@ -7,12 +7,13 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 # The stamp changes whenever a pin changes, so `make` reinstalls exactly when needed.
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
-.PHONY: help install kubectl local test unit integration lint bench clean openapi synth
+.PHONY: help install kubectl local test unit integration lint bench hardening clean openapi synth
 
 help:
 	@echo "make local   - the local stack (EC2 + S3 + Kubernetes emulation, reconciler) and a walkthrough"
 	@echo "make test    - lint + every test suite (what .ci/run runs)"
 	@echo "make bench   - reconcile benchmark at 100, 1,000 and 10,000 nodes"
+	@echo "make hardening - fuzzing, auth matrix, races and fault injection at full size, with a report"
 
 $(STAMP): requirements/runtime.txt requirements/dev.txt requirements/infra.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +55,10 @@ synth: install
 
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000
+
+# The hardening suites at report size (make test runs them bounded); prints the report at the end.
+hardening: install
+	TOPOGOV_HARDENING=full $(BIN)/pytest tests/hardening -p no:xdist -p no:cacheprovider -q -rN
 
 clean:
 	rm -rf $(VENV) .topogov .pytest_cache .ruff_cache .hypothesis

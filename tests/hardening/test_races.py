@@ -1,0 +1,210 @@
+"""Races (issue #7, item 3): the in-flight cap under parallel submissions, submit racing cancel, two
+reconcile passes at once. Every "container" is its own Governance (its own boto3 and Kubernetes
+clients), as separate Lambda environments would be; DynamoDB (moto, serialised like the real
+service's per-item atomicity) and the Kubernetes API are shared over HTTP.
+
+Figures: runs, submissions, accepted, the largest overshoot of the cap seen at any moment (sampled
+while the race runs, and after) — must be 0 — and items lost (ledger vs cluster) — must be 0.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import random
+import threading
+import time
+
+from topogov.adapters.ledger import DynamoLedger
+from topogov.api.models import JobRequest
+from topogov.exceptions import ApiError
+from topogov.local import events
+from topogov.local.lambda_context import LocalContext
+from topogov.local.stack import COUNTERS_TABLE, LEDGER_TABLE
+
+from .conftest import scale
+from .invariants import consistent, items_lost, ledger_vs_cluster, mislabelled_nodes
+
+ADMIN = "arn:aws:iam::123456789012:user/topogov-admin"
+TEAM_C = "arn:aws:iam::123456789012:user/topogov-team-c"
+CAP_GPU = 256  # team-c's maxInFlight in teams.yaml
+
+
+def governance():
+    from topogov.bootstrap import build_governance
+    from topogov.config import ApiSettings
+
+    return build_governance(ApiSettings.from_env())
+
+
+def request(name: str, gpus: int = 8) -> JobRequest:
+    return JobRequest.model_validate(
+        {"job_name": name, "image": "pytorch:2.5", "accelerators": gpus, "efa": 0, "team": "team-c"}
+    )
+
+
+class CapSampler:
+    """Reads team-c's counter in a loop while a race runs; remembers the largest value seen."""
+
+    def __init__(self, stack) -> None:
+        self._ddb = stack.client("dynamodb")
+        self._stop = threading.Event()
+        self.largest = 0
+        self.samples = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            item = self._ddb.get_item(
+                TableName=COUNTERS_TABLE, Key={"team": {"S": "team-c"}}, ConsistentRead=True
+            ).get("Item", {})
+            self.largest = max(self.largest, int(item.get("gpu", {"N": "0"})["N"]))
+            self.samples += 1
+            time.sleep(0.005)
+
+    def __enter__(self) -> CapSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cancel_everything(gov) -> None:
+    for job in gov.jobs_of(ADMIN, "team-c"):
+        if job["state"] != "released":
+            gov.cancel(ADMIN, "team-c", job["name"])
+
+
+def test_parallel_submissions_never_pass_the_cap(stack, report):
+    containers = [governance() for _ in range(scale(8, 16))]
+    n = scale(50, 500)
+    outcomes: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def submit(i: int) -> None:
+        gov = containers[i % len(containers)]
+        try:
+            gov.submit(request(f"race-{i}"), caller=TEAM_C, dry_run=False)
+            key = "accepted"
+        except ApiError as exc:
+            key = exc.code
+        with lock:
+            outcomes[key] = outcomes.get(key, 0) + 1
+
+    with CapSampler(stack) as sampler, cf.ThreadPoolExecutor(max_workers=len(containers)) as pool:
+        list(pool.map(submit, range(n)))
+    usage = DynamoLedger(stack.client("dynamodb"), LEDGER_TABLE, COUNTERS_TABLE).usage("team-c").gpu
+    overshoot = max(0, max(sampler.largest, usage) - CAP_GPU)
+    found = ledger_vs_cluster(stack)
+    report.add("races", runs=1, submissions=n, accepted=outcomes.get("accepted", 0))
+    report.max("races", "largest_overshoot_gpu", overshoot)
+    report.add("races", items_lost=items_lost(found))
+    assert overshoot == 0, f"in flight reached {sampler.largest} of {CAP_GPU}"
+    assert outcomes.get("accepted") == CAP_GPU // 8 and usage == CAP_GPU, outcomes
+    assert outcomes.get("IN_FLIGHT_LIMIT") == n - CAP_GPU // 8, outcomes
+    assert consistent(found), found
+    cancel_everything(containers[0])
+    assert consistent(ledger_vs_cluster(stack))
+
+
+def test_submissions_racing_cancels_leave_nothing_uncharged_or_lost(stack, report):
+    containers = [governance() for _ in range(scale(6, 12))]
+    n = scale(40, 300)
+    rng = random.Random(5)
+    released = {"True": 0, "False": 0}
+    lock = threading.Lock()
+
+    def submit(i: int) -> None:
+        try:
+            containers[i % len(containers)].submit(request(f"sc-{i}", gpus=1), caller=TEAM_C, dry_run=False)
+        except ApiError as exc:  # cancelled while being submitted (409): nothing is owed
+            with lock:
+                released[exc.code] = released.get(exc.code, 0) + 1
+
+    def cancel(i: int) -> None:
+        time.sleep(rng.random() * 0.05)
+        try:
+            out = containers[(i + 1) % len(containers)].cancel(ADMIN, "team-c", f"sc-{i}")
+        except ApiError:
+            return  # not recorded yet: nothing to cancel
+        with lock:
+            released[str(out["charge_released"])] += 1
+
+    with CapSampler(stack) as sampler, cf.ThreadPoolExecutor(max_workers=2 * len(containers)) as pool:
+        futures = []
+        for i in range(n):
+            futures.append(pool.submit(submit, i))
+            if i % 2 == 0:
+                futures.append(pool.submit(cancel, i))
+        for f in futures:
+            f.result()
+    # The reconcile pass finishes what a race may leave (a cancelled Job still there, a record whose
+    # confirmation was lost); then the ledger must equal the cluster.
+    from topogov.handlers.reconcile import handler
+
+    handler(events.scheduled_event(), LocalContext())
+    found = ledger_vs_cluster(stack)
+    report.add("races", runs=1, submissions=n, cancels=released["True"])
+    report.add("races", cancelled_while_submitting=released.get("CONFLICT", 0))
+    report.max("races", "largest_overshoot_gpu", max(0, sampler.largest - CAP_GPU))
+    report.add("races", items_lost=items_lost(found))
+    assert consistent(found), found
+    cancel_everything(containers[0])
+
+
+def _bundle():
+    from topogov.bootstrap import build_reconcile
+    from topogov.config import ReconcileSettings
+
+    return build_reconcile(ReconcileSettings.from_env())
+
+
+def test_two_reconcile_passes_at_once_release_each_charge_once_and_converge(stack, report):
+    from topogov.logic.labeler import PassOptions
+
+    gov = governance()
+    k = scale(10, 60)
+    for i in range(k):
+        gov.submit(request(f"done-{i}", gpus=1), caller=TEAM_C, dry_run=False)
+    kube = stack.kube()
+    for i in range(k):  # they finish, as the Job controller would say
+        kube.request(
+            "PATCH",
+            f"/apis/batch/v1/namespaces/hyperpod-ns-team-c/jobs/done-{i}/status",
+            body={"status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}},
+            content_type="application/merge-patch+json",
+        )
+    # and labels drift by hand on a few nodes
+    names = sorted(
+        n for n in (o["metadata"]["name"] for o in kube.request("GET", "/api/v1/nodes").body["items"])
+    )
+    ec2_nodes = [n for n in names if n.startswith("i-")][:5]
+    for n in ec2_nodes:
+        kube.request(
+            "PATCH",
+            f"/api/v1/nodes/{n}",
+            body={"metadata": {"labels": {"topology.k8s.aws/network-node-layer-3": "nn-wrong"}}},
+            content_type="application/merge-patch+json",
+        )
+    bundles = [_bundle(), _bundle()]
+    barrier = threading.Barrier(2)
+
+    def run(bundle):
+        labeler, sync, governor = bundle
+        barrier.wait()
+        summary = labeler.run(PassOptions())
+        gov_summary = governor(labeler.last_snapshot)
+        return summary, sync(), gov_summary
+
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(run, bundles))
+    released = sum(r[1].released_finished for r in results)
+    found = ledger_vs_cluster(stack)
+    wrong = mislabelled_nodes(stack)
+    report.add("races", runs=1, concurrent_passes=2, releases=released, double_releases=released - k)
+    report.add("races", items_lost=items_lost(found) + len(wrong))
+    assert released == k  # each finished job's charge released exactly once across both passes
+    assert consistent(found), found
+    assert wrong == []
+    assert sum(r[0].patched for r in results) >= len(ec2_nodes)
