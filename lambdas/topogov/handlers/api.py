@@ -10,7 +10,10 @@ import json
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from topogov.api.models import ErrorResponse, JobRequest, ManifestRequest, SubmitResponse
@@ -18,10 +21,29 @@ from topogov.exceptions import ApiError, PayloadTooLarge, Unauthenticated, Valid
 from topogov.observability import logger, metrics, traced
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_DEPTH = 24  # a Job manifest nests ~15 levels (affinity terms); the ledger adds one
 OPENAPI_TITLE = "Topogov"
 OPENAPI_VERSION = "1.0.0"
 
-app = APIGatewayRestResolver(enable_validation=True)
+
+def _json_body(text: str) -> Any:
+    """The body as JSON for the resolver. Everything that is not a JSON document - ``NaN`` and
+    ``Infinity`` (not JSON), integers longer than Python converts (ValueError), nesting deeper than
+    the parser recurses (RecursionError) - is a ``JSONDecodeError``, which validation answers with
+    400 rather than the Lambda failing."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise json.JSONDecodeError(f"not a JSON document ({exc})"[:200], text, 0) from None
+
+
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_json_body)
 _service: Any = None
 
 
@@ -73,10 +95,51 @@ def _invalid(exc: RequestValidationError) -> Response:
     return error(400, "VALIDATION_ERROR", f"{first['field']}: {first['message']}", {"problems": problems})
 
 
+@app.exception_handler(UnicodeDecodeError)
+def _not_utf8(exc: UnicodeDecodeError) -> Response:
+    """A (base64-encoded) body that is not UTF-8 text: the resolver fails decoding it for JSON."""
+    metrics_code("VALIDATION_ERROR", 400)
+    return error(400, "VALIDATION_ERROR", "body: not UTF-8 text", {"field": "body"})
+
+
+@app.exception_handler(RequestUnsupportedContentType)
+def _unsupported_media_type(exc: Exception | None) -> Response:
+    metrics_code("VALIDATION_ERROR", 415)
+    return error(
+        415, "VALIDATION_ERROR", "body: Content-Type must be application/json", {"field": "Content-Type"}
+    )
+
+
+@app.not_found
+def _no_route(exc: Exception) -> Response:
+    """No route matches (an unknown path or method, or a path parameter with characters the router's
+    patterns refuse, e.g. control characters): 404 in the API's error shape, not Powertools' own body."""
+    event = app.current_event
+    metrics_code("NOT_FOUND", 404)
+    return error(
+        404,
+        "NOT_FOUND",
+        f"no route {event.http_method} {event.path}",
+        {"method": event.http_method, "path": event.path},
+    )
+
+
 def metrics_code(code: str, status: int) -> None:
     from aws_lambda_powertools.metrics import MetricUnit
 
     metrics.add_metric(name=f"Status{status // 100}xx", unit=MetricUnit.Count, value=1)
+
+
+def _depth(value: Any) -> int:
+    """How deeply JSON objects and arrays nest in ``value`` (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            level += 1
+            deepest = max(deepest, level)
+            stack.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def parse_submission(body: Any) -> JobRequest | ManifestRequest:
@@ -85,6 +148,9 @@ def parse_submission(body: Any) -> JobRequest | ManifestRequest:
 
     if not isinstance(body, dict):
         raise ValidationFailed("body", "must be a JSON object")
+    if _depth(body) > MAX_BODY_DEPTH:
+        # The request is kept in the ledger (DynamoDB nests at most 32 levels) and echoed in answers.
+        raise ValidationFailed("body", f"nested deeper than {MAX_BODY_DEPTH} levels")
     model = ManifestRequest if "manifest" in body else JobRequest
     try:
         return model.model_validate(body)
@@ -191,6 +257,21 @@ def openapi_document() -> str:
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:
+    """A body sent as anything but JSON: 415 here, before the resolver parses form or multipart data
+    (whose parsers fail with exceptions of their own on malformed input). The test is the resolver's
+    own (``Content-Type`` absent or starting with ``application/json``)."""
+    if event.get("httpMethod") not in ("POST", "PUT", "PATCH") and not event.get("body"):
+        return None
+    headers = event.get("headers") or {}
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), None) or ""
+    if not content_type.strip() or content_type.strip().startswith("application/json"):
+        return None
+    resp = _unsupported_media_type(None)
+    return {"statusCode": 415, "headers": {"Content-Type": "application/json"}, "body": resp.body,
+            "isBase64Encoded": False}  # fmt: skip
+
+
 def _too_large(event: dict[str, Any]) -> dict[str, Any] | None:
     body = event.get("body") or ""
     if len(body.encode() if isinstance(body, str) else body) > MAX_BODY_BYTES:
@@ -209,9 +290,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     metrics.clear_metrics()
     metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
-    too_large = _too_large(event)
-    if too_large is not None:
-        return too_large
+    refused = _too_large(event) or _not_json(event)
+    if refused is not None:
+        return refused
     if _service is not None:
         _service.lambda_context = context
     return app.resolve(event, context)
