@@ -12,6 +12,7 @@ import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from topogov.domain.labels import INSTANCE_TYPE_LABEL
@@ -22,6 +23,7 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+JOB_CONTROLLER = "kubernetes.io/job-controller"  # the only spec.managedBy a governed Job may name
 SUBMITTED_BY_ANNOTATION = "topogov.io/submitted-by"
 GOVERNED = (GPU, EFA, CPU, MEMORY)
 
@@ -174,29 +176,45 @@ def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> 
     template = spec.get("template")
     if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
         raise ManifestProblem(f"{base}.spec.template.spec", "is required")
+    _string_map(meta, "annotations", f"{base}.metadata.annotations")
+    template_meta = template.get("metadata")
+    if template_meta is not None and not isinstance(template_meta, Mapping):
+        raise ManifestProblem(f"{base}.spec.template.metadata", "must be an object")
+    _string_map(template_meta or {}, "annotations", f"{base}.spec.template.metadata.annotations")
+    template_labels = (template_meta or {}).get("labels") or {}
+    if not isinstance(template_labels, Mapping):
+        raise ManifestProblem(f"{base}.spec.template.metadata.labels", "must be an object")
+    for key, value in template_labels.items():
+        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+            raise ManifestProblem(
+                f"{base}.spec.template.metadata.labels.{key}", "is not a valid Kubernetes label value"
+            )
+    managed_by = spec.get("managedBy")
+    if managed_by is not None and managed_by != JOB_CONTROLLER:
+        raise ManifestProblem(
+            f"{base}.spec.managedBy",
+            f"must be absent or {JOB_CONTROLLER!r}: another controller would run the job outside Kueue",
+        )
+    for key, why in (
+        ("nodeName", "pins pods to a node, bypassing the scheduler and Kueue's topology placement"),
+        (
+            "priorityClassName",
+            "a pod PriorityClass preempts outside Kueue: priority comes from the team's "
+            "WorkloadPriorityClass (the job's `priority`)",
+        ),
+    ):
+        if template["spec"].get(key) is not None:
+            raise ManifestProblem(f"{base}.spec.template.spec.{key}", f"is not allowed: it {why}")
+    _string_map(template["spec"], "nodeSelector", f"{base}.spec.template.spec.nodeSelector")
     containers = template["spec"].get("containers")
     if not isinstance(containers, list) or not containers:
         raise ManifestProblem(f"{base}.spec.template.spec.containers", "needs at least one container")
-    for i, c in enumerate(containers):
-        requests = ((c or {}).get("resources") or {}).get("requests") or {}
-        limits = ((c or {}).get("resources") or {}).get("limits") or {}
-        if not requests and not limits:
-            raise ManifestProblem(
-                f"{base}.spec.template.spec.containers[{i}].resources.requests",
-                "are required: quota is charged on requests "
-                "(cpu, memory, nvidia.com/gpu, vpc.amazonaws.com/efa)",
-            )
-        for res in GOVERNED:
-            for kind, table in (("requests", requests), ("limits", limits)):
-                if res in table:
-                    try:
-                        if parse_quantity(table[res]) < 0:
-                            raise ValueError
-                    except ValueError:
-                        raise ManifestProblem(
-                            f"{base}.spec.template.spec.containers[{i}].resources.{kind}.{res}",
-                            "is not a quantity",
-                        ) from None
+    init_containers = template["spec"].get("initContainers")
+    if init_containers is not None and not isinstance(init_containers, list):
+        raise ManifestProblem(f"{base}.spec.template.spec.initContainers", "must be a list")
+    for key, items in (("containers", containers), ("initContainers", init_containers or [])):
+        for i, c in enumerate(items):
+            _check_container(c, f"{base}.spec.template.spec.{key}[{i}]", need_requests=key == "containers")
     per_pod = pod_requests(_effective_requests(template["spec"]))
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     placement = None
@@ -224,13 +242,63 @@ def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> 
     )
 
 
+# Kubernetes quantities are int64 counts of their smallest unit: anything larger is not a quantity
+# (and would not survive the arithmetic and JSON that follow).
+MAX_QUANTITY = Decimal(2**63 - 1)
+
+
+def _string_map(obj: Mapping[str, Any], key: str, field: str) -> None:
+    """``obj[key]``, when present, must be a map of strings (labels, annotations, nodeSelector)."""
+    value = obj.get(key)
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise ManifestProblem(field, "must be an object")
+    for name, item in value.items():
+        if not isinstance(item, str):
+            raise ManifestProblem(f"{field}.{name}", "must be a string")
+
+
+def _is_quantity(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return False
+    try:
+        q = parse_quantity(value)
+    except (ValueError, ArithmeticError):
+        return False
+    return q.is_finite() and 0 <= q <= MAX_QUANTITY
+
+
+def _check_container(c: Any, field: str, *, need_requests: bool) -> None:
+    if not isinstance(c, Mapping):
+        raise ManifestProblem(field, "must be an object")
+    resources = c.get("resources")
+    if resources is not None and not isinstance(resources, Mapping):
+        raise ManifestProblem(f"{field}.resources", "must be an object")
+    tables = {}
+    for kind in ("requests", "limits"):
+        table = (resources or {}).get(kind)
+        if table is not None and not isinstance(table, Mapping):
+            raise ManifestProblem(f"{field}.resources.{kind}", "must be an object")
+        tables[kind] = table or {}
+    if need_requests and not tables["requests"] and not tables["limits"]:
+        raise ManifestProblem(
+            f"{field}.resources.requests",
+            "are required: quota is charged on requests (cpu, memory, nvidia.com/gpu, vpc.amazonaws.com/efa)",
+        )
+    for res in GOVERNED:
+        for kind, table in tables.items():
+            if res in table and not _is_quantity(table[res]):
+                raise ManifestProblem(f"{field}.resources.{kind}.{res}", "is not a quantity")
+
+
 def _effective_requests(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
     """Kubernetes defaults a container's requests to its limits where only limits are set."""
     spec = copy.deepcopy(dict(pod_spec))
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or []:
-            res = c.setdefault("resources", {})
-            req = res.setdefault("requests", {})
+            res = c["resources"] = c.get("resources") or {}
+            req = res["requests"] = res.get("requests") or {}
             for name, value in (res.get("limits") or {}).items():
                 req.setdefault(name, value)
     return {"spec": spec}
@@ -247,17 +315,19 @@ def complete_manifest(
 ) -> dict[str, Any]:
     """Add what governance decided — namespace, queue, priority, topology, suspend — and nothing else."""
     job = copy.deepcopy(dict(manifest))
-    meta = job.setdefault("metadata", {})
+    meta = job["metadata"] = job.get("metadata") or {}
     meta["namespace"] = namespace
-    labels = meta.setdefault("labels", {})
+    labels = meta["labels"] = meta.get("labels") or {}  # an explicit null is no labels
     labels[QUEUE_LABEL] = queue
     labels[PRIORITY_LABEL] = priority_class
     labels.setdefault(MANAGED_BY_LABEL, "topogov")
-    meta.setdefault("annotations", {})[SUBMITTED_BY_ANNOTATION] = submitted_by
+    meta["annotations"] = meta.get("annotations") or {}
+    meta["annotations"][SUBMITTED_BY_ANNOTATION] = submitted_by
     spec = job.setdefault("spec", {})
     spec["suspend"] = True
-    tmeta = spec.setdefault("template", {}).setdefault("metadata", {})
-    annotations = tmeta.setdefault("annotations", {})
+    template = spec.setdefault("template", {})
+    tmeta = template["metadata"] = template.get("metadata") or {}
+    annotations = tmeta["annotations"] = tmeta.get("annotations") or {}
     annotations.pop(REQUIRED_ANNOTATION, None)
     annotations.pop(PREFERRED_ANNOTATION, None)
     if placement is not None and placement.mode != "none" and placement.level:
