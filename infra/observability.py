@@ -1,4 +1,5 @@
-"""Alarms (function errors and throttles, reconcile failures, drift, dead letters, API 5xx and
+"""Alarms (function errors and throttles, reconcile failures, drift, Kueue write failures and
+objects not owned, dead letters, API 5xx and
 latency) to one SNS topic, and a dashboard of the reconcile summary, API statuses and per-team
 in-flight usage."""
 
@@ -105,6 +106,20 @@ class Observability(Construct):
             "a full pass corrected more node labels than expected: something rewrites them",
         )
         alarm(
+            "KueueWriteFailures",
+            topogov_metric("KueueFailed", mode="full"),
+            1,
+            "the governor could not write some Kueue objects (RBAC, Kueue missing or refusing them)",
+            periods=3,
+        )
+        alarm(
+            "KueueNotOwned",
+            topogov_metric("KueueUnowned", "Maximum", mode="full"),
+            1,
+            "a Kueue object Topogov should manage exists without its label: it is left alone",
+            periods=6,
+        )
+        alarm(
             "DeadLetters",
             dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD),
             1,
@@ -140,6 +155,19 @@ class Observability(Construct):
                     rest_api.metric_server_error(period=PERIOD),
                 ],
                 right=[rest_api.metric_latency(period=PERIOD, statistic="p99")],
+            ),
+            cw.GraphWidget(
+                title="Governor: Kueue objects created / updated / deleted / held; fallbacks",
+                left=[
+                    topogov_metric(m, mode="full")
+                    for m in (
+                        "KueueCreated",
+                        "KueueUpdated",
+                        "KueueDeleted",
+                        "KueueHeld",
+                        "TopologyFallbacks",
+                    )
+                ],
             ),
             cw.GraphWidget(
                 title="In flight per team (GPUs)",
