@@ -208,3 +208,62 @@ def test_two_reconcile_passes_at_once_release_each_charge_once_and_converge(stac
     assert consistent(found), found
     assert wrong == []
     assert sum(r[0].patched for r in results) >= len(ec2_nodes)
+
+
+class Interleaved:
+    """The real Kubernetes jobs port, with another actor's step run at the worst moment of a
+    submission: ``before`` the Job is created (a cancel landing while the charge is reserved), or
+    ``after`` it is created and before the API confirms its record (a reconcile pass)."""
+
+    def __init__(self, jobs, *, before=None, after=None) -> None:
+        self._jobs, self._before, self._after = jobs, before, after
+
+    def create(self, namespace, manifest):
+        if self._before:
+            self._before(manifest["metadata"]["name"])
+        created = self._jobs.create(namespace, manifest)
+        if self._after:
+            self._after(manifest["metadata"]["name"])
+        return created
+
+    def __getattr__(self, name):
+        return getattr(self._jobs, name)
+
+
+def _with_jobs(gov, jobs):
+    from topogov.logic.service import Governance
+
+    return Governance(policy=gov.policy, snapshots=gov.snapshots, ledger=gov.ledger, jobs=jobs)
+
+
+def test_a_cancel_landing_while_the_job_is_created_wins_and_no_job_runs_uncharged(stack, report):
+    from topogov.exceptions import Conflict
+
+    gov, other = governance(), governance()
+    before = other.team_view(ADMIN, "team-c")["in_flight"]
+    racing = _with_jobs(gov, Interleaved(gov.jobs, before=lambda name: other.cancel(ADMIN, "team-c", name)))
+    try:
+        racing.submit(request("cancel-wins", gpus=2), caller=TEAM_C, dry_run=False)
+        raise AssertionError("the submission should have lost to the cancel")
+    except Conflict as exc:
+        assert "cancelled while it was being submitted" in exc.message
+    job = stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-c/jobs/cancel-wins")
+    assert job.status == 404  # created, then removed by the submission that lost
+    assert other.team_view(ADMIN, "team-c")["in_flight"] == before  # released once, by the cancel
+    assert gov.ledger.get("team-c", "cancel-wins")["state"] == "released"
+    found = ledger_vs_cluster(stack)
+    report.add("races", forced_interleavings=1, items_lost=items_lost(found))
+    assert consistent(found), found
+
+
+def test_a_reconcile_pass_confirming_first_does_not_fail_the_submission(stack, report):
+    gov = governance()
+    sync = _bundle()[1]
+    racing = _with_jobs(gov, Interleaved(gov.jobs, after=lambda name: sync()))
+    out = racing.submit(request("pass-first", gpus=2), caller=TEAM_C, dry_run=False)
+    assert out.created
+    assert gov.ledger.get("team-c", "pass-first")["state"] == "submitted"
+    found = ledger_vs_cluster(stack)
+    report.add("races", forced_interleavings=1, items_lost=items_lost(found))
+    assert consistent(found), found
+    cancel_everything(gov)
