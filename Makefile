@@ -55,6 +55,7 @@ synth: install
 
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000
+	$(BIN)/topogov bench governor --nodes 100 --nodes 1000 --nodes 10000
 
 # The hardening suites at report size (make test runs them bounded); prints the report at the end.
 hardening: install

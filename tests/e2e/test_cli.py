@@ -19,6 +19,7 @@ COMMANDS = [
     ["reconcile"],
     ["bench"],
     ["bench", "reconcile"],
+    ["bench", "governor"],
     ["governor"],
     ["governor", "plan"],
     ["governor", "apply"],

@@ -342,3 +342,65 @@ def cold_first_request(stack: Any, event: dict[str, Any], nodes: int, runs: int 
         "p50_ms": statistics.median(g["import_s"] + g["first_request_s"] for g in got) * 1e3,
         "p99_ms": max(g["import_s"] + g["first_request_s"] for g in got) * 1e3,
     }
+
+
+def run_governor(args: argparse.Namespace) -> int:
+    """``topogov bench governor``: governor passes (first: every object created; steady: nothing to
+    do; drift: one ClusterQueue edited by hand) for the sample policy on fleets of N GPU nodes
+    (90 % p5.48xlarge, 10 % p6-b200.48xlarge), against the local Kubernetes API. Reads and writes
+    are the client's calls; cpu_ms this process's CPU for the pass (render, compare, HTTP)."""
+    from topogov.adapters.kube import KubeHttp
+    from topogov.adapters.kube_auth import kubeconfig_api_client
+    from topogov.adapters.kube_objects import KubeObjects, object_path
+    from topogov.domain.policy import load_policy_file
+    from topogov.domain.quantity import Resources
+    from topogov.domain.snapshot import Snapshot
+    from topogov.domain.tree import NodeCapacity
+    from topogov.local.kube_api import KubeApiServer, write_kubeconfig
+    from topogov.logic.governor import Governor
+
+    policy = load_policy_file(str(args.policy))
+    rows: list[dict[str, Any]] = []
+    server = KubeApiServer(token="bench").start()
+    try:
+        cfg = Path(tempfile.mkdtemp()) / "kubeconfig"
+        write_kubeconfig(cfg, server.url, "bench")
+        for n in args.nodes or [100, 1000, 10000]:
+            http = KubeHttp(kubeconfig_api_client(str(cfg)))
+            http.request("POST", "/_emulator/reset")
+            alloc = {"p5.48xlarge": Resources(8, 32, 191_450, 2002 * 2**30)}
+            alloc["p6-b200.48xlarge"] = Resources(8, 8, 191_450, 2002 * 2**30)
+            nodes = [
+                NodeCapacity(f"n{i}", (), t, allocatable=alloc[t])
+                for i, t in enumerate(["p5.48xlarge"] * (n - n // 10) + ["p6-b200.48xlarge"] * (n // 10))
+            ]
+            snapshot = Snapshot(nodes={x.name: x for x in nodes})
+            governor = Governor(KubeObjects(http))
+            for label in ("first", "steady", "drift"):
+                if label == "drift":
+                    path = object_path(
+                        "kueue.x-k8s.io/v1beta1", "ClusterQueue", "hyperpod-ns-team-a-clusterqueue"
+                    )
+                    cq = http.request("GET", path).body
+                    cq["spec"]["stopPolicy"] = "Hold"
+                    http.request("PUT", path, body=cq)
+                cpu, wall = time.process_time(), time.perf_counter()
+                s = governor.run(policy, snapshot, http.counters)
+                rows.append(
+                    {
+                        "nodes": n,
+                        "pass": label,
+                        "k8s_reads": s.k8s_reads,
+                        "k8s_writes": s.k8s_writes,
+                        "changes": s.applied,
+                        "cpu_ms": round((time.process_time() - cpu) * 1000, 1),
+                        "wall_ms": round((time.perf_counter() - wall) * 1000, 1),
+                    }
+                )
+                if args.json:
+                    print(json.dumps(rows[-1]), flush=True)
+    finally:
+        server.stop()
+    if not args.json and rows:
+        print(table(list(rows[0]), [list(r.values()) for r in rows]))
+    return EXIT_OK

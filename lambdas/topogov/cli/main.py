@@ -59,6 +59,12 @@ def _bench(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _bench_governor(args: argparse.Namespace) -> int:
+    from topogov.cli.bench_cmd import run_governor
+
+    return run_governor(args)
+
+
 def _bench_api(args: argparse.Namespace) -> int:
     from topogov.cli.bench_cmd import run_api
 
@@ -160,6 +166,15 @@ def parser() -> argparse.ArgumentParser:
     bapi.add_argument("--runs", type=int, default=200, help="samples per measurement (200)")
     bapi.add_argument("--json", action="store_true", help="one JSON object per measurement")
     bapi.set_defaults(func=_bench_api)
+    bgov = bsub.add_parser(
+        "governor",
+        help="governor passes (first, steady, drift): Kubernetes calls and CPU at N GPU nodes",
+        description="Governor passes for a policy on N GPU nodes, against the local Kubernetes API.",
+    )
+    bgov.add_argument("--nodes", type=int, action="append", help="GPU nodes (default 100, 1000, 10000)")
+    bgov.add_argument("--policy", type=Path, default=Path("teams.yaml"), help="team policy (teams.yaml)")
+    bgov.add_argument("--json", action="store_true", help="one JSON object per pass")
+    bgov.set_defaults(func=_bench_governor)
     return p
 
 
