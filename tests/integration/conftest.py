@@ -63,3 +63,29 @@ def launch(ec2, itype: str, n: int, az: str = "us-east-1a") -> list[str]:
         ImageId="ami-12345678", MinCount=n, MaxCount=n, InstanceType=itype, Placement={"AvailabilityZone": az}
     )
     return [i["InstanceId"] for i in resp["Instances"]]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A local Kubernetes API (its own process-less server thread) and a kubeconfig for it."""
+    from topogov.local.kube_api import KubeApiServer, write_kubeconfig
+
+    srv = KubeApiServer(token="s3cret").start()
+    cfg = tmp_path_factory.mktemp("kube") / "kubeconfig"
+    write_kubeconfig(cfg, srv.url, "s3cret")
+    yield srv, str(cfg)
+    srv.stop()
+
+
+@pytest.fixture
+def kube(server):
+    """The kubernetes client's ApiClient on that server, everything reset: objects, faults, counters."""
+    from topogov.adapters.kube import KubeHttp
+    from topogov.adapters.kube_auth import kubeconfig_api_client
+
+    _srv, cfg = server
+    http = KubeHttp(kubeconfig_api_client(cfg), backoff_base_s=0.01)
+    http.request("POST", "/_emulator/reset")
+    http.request("DELETE", "/_emulator/faults")
+    http.request("DELETE", "/_emulator/requests")
+    return http

@@ -12,12 +12,9 @@ import json
 
 import pytest
 
-from topogov.adapters.kube import KubeHttp
-from topogov.adapters.kube_auth import kubeconfig_api_client
 from topogov.adapters.kube_objects import KubeObjects, object_path
 from topogov.domain.kueue import MANAGED_BY_LABEL
 from topogov.domain.policy import load_policy as _load_text
-from topogov.local.kube_api import KubeApiServer, write_kubeconfig
 from topogov.logic.governor import Action, Governor, format_plan
 
 from ..unit.test_governor_render import sample_snapshot
@@ -46,25 +43,6 @@ def policy_doc(teams=("team-a", "team-b"), classes=("high", "low")) -> dict:
             for t in teams
         },
     }
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = KubeApiServer(token="gov").start()
-    cfg = tmp_path_factory.mktemp("kube") / "kubeconfig"
-    write_kubeconfig(cfg, srv.url, "gov")
-    yield srv, str(cfg)
-    srv.stop()
-
-
-@pytest.fixture
-def kube(server):
-    _srv, cfg = server
-    http = KubeHttp(kubeconfig_api_client(cfg), backoff_base_s=0.01)
-    http.request("POST", "/_emulator/reset")
-    http.request("DELETE", "/_emulator/faults")
-    http.request("DELETE", "/_emulator/requests")
-    return http
 
 
 @pytest.fixture

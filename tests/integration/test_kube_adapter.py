@@ -6,25 +6,7 @@ import pytest
 
 from topogov.adapters.kube import KubeHttp, KubeNodes, PatchOutcome
 from topogov.adapters.kube_auth import kubeconfig_api_client
-from topogov.local.kube_api import KubeApiServer, write_kubeconfig
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = KubeApiServer(token="s3cret").start()
-    cfg = tmp_path_factory.mktemp("kube") / "kubeconfig"
-    write_kubeconfig(cfg, srv.url, "s3cret")
-    yield srv, str(cfg)
-    srv.stop()
-
-
-@pytest.fixture
-def kube(server):
-    _srv, cfg = server
-    http = KubeHttp(kubeconfig_api_client(cfg), backoff_base_s=0.01)
-    http.request("POST", "/_emulator/reset")
-    http.request("DELETE", "/_emulator/faults")
-    return http
+from topogov.local.kube_api import write_kubeconfig
 
 
 def node(name, labels=None):
