@@ -76,7 +76,7 @@ def build_governance(settings: ApiSettings | None = None, session: Any | None = 
 
 
 def build_ledger_sync(
-    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None
+    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None, policy: Any = None
 ) -> Any | None:
     """The reconcile pass's second step, when the ledger is configured: a callable -> SyncSummary."""
     if not (settings.policy_file and settings.ledger_table and settings.counters_table):
@@ -87,14 +87,14 @@ def build_ledger_sync(
     from topogov.logic.ledger_sync import sync_ledger
 
     session = session or aws_session(settings.region)
-    policy = load_policy_file(settings.policy_file)
+    policy = policy or load_policy_file(settings.policy_file)
     ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
     jobs = KubeJobs(KubeHttp(api_client or kube_api_client(settings, session), max_attempts=3))
     return lambda: sync_ledger(policy, ledger, jobs, stale_after_s=settings.stale_reservation_s)
 
 
 def build_governor(
-    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None
+    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None, policy: Any = None
 ) -> Any | None:
     """The reconcile pass's Kueue step: a callable(snapshot) -> GovernorSummary; None when off."""
     if not (settings.governor and settings.policy_file):
@@ -104,7 +104,7 @@ def build_governor(
     from topogov.logic.governor import Governor
     from topogov.observability import logger
 
-    policy = load_policy_file(settings.policy_file)
+    policy = policy or load_policy_file(settings.policy_file)
     http = KubeHttp(
         api_client or kube_api_client(settings, session or aws_session(settings.region)), max_attempts=3
     )
@@ -112,11 +112,7 @@ def build_governor(
         KubeObjects(http),
         api_version=settings.kueue_api_version,
         cohort=settings.cohort,
-        log=lambda message, extra: (
-            logger.warning(message, extra=extra)
-            if message.startswith(("corrected", "stopped", "object not owned", "governor write failed"))
-            else logger.info(message, extra=extra)
-        ),
+        log=logger,
     )
     return lambda snapshot: governor.run(policy, snapshot, http.counters)
 
@@ -125,10 +121,15 @@ def build_reconcile(settings: ReconcileSettings, session: Any | None = None) -> 
     """Everything one reconcile pass runs, sharing one AWS session and one Kubernetes client."""
     session = session or aws_session(settings.region)
     api_client = kube_api_client(settings, session)
+    policy = None
+    if settings.policy_file:
+        from topogov.domain.policy import load_policy_file
+
+        policy = load_policy_file(settings.policy_file)  # once, for the ledger sync and the governor
     return (
         build_labeler(settings, session, api_client),
-        build_ledger_sync(settings, session, api_client),
-        build_governor(settings, session, api_client),
+        build_ledger_sync(settings, session, api_client, policy),
+        build_governor(settings, session, api_client, policy),
     )
 
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import os
 import shutil
 import subprocess
 
 import pytest
 
-from tests.e2e.aws_example import AWS_EXAMPLE
+from tests.stacks import labelled_stack
 from topogov.local import events
+from topogov.local.aws_example import AWS_EXAMPLE
 from topogov.local.lambda_context import LocalContext
 from topogov.local.sigv4 import credentials_for_profile, signed_request
-from topogov.local.stack import LocalStack, StackOptions
 
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 
@@ -25,18 +24,8 @@ OTHER_QUEUE = {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-b-localqueue"}
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("apistack")
-    with LocalStack(
-        StackOptions(directory=directory, fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=0)
-    ) as s:
-        saved = dict(os.environ)
-        os.environ.update(s.env())
-        from topogov.handlers.reconcile import handler
-
-        handler(events.scheduled_event(), LocalContext())  # label the nodes, write the snapshot
+    with labelled_stack(tmp_path_factory.mktemp("apistack"), FLEET, api_port=0) as s:
         yield s
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def call(stack, method, path, profile="topogov-team-a", body=None):

@@ -18,11 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.aws_example import AWS_EXAMPLE
+from tests.stacks import labelled_stack
 from topogov.cli.main import main
-from topogov.local import events
-from topogov.local.lambda_context import LocalContext
-from topogov.local.stack import LocalStack, StackOptions
+from topogov.local.aws_example import AWS_EXAMPLE
 
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 LAMBDAS = str(Path(__file__).resolve().parents[2] / "lambdas")
@@ -34,19 +32,8 @@ NEW_COMMANDS = [["submit"], ["jobs"], ["job"], ["cancel"], ["teams"], ["topology
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     root = tmp_path_factory.mktemp("clistack")
-    with LocalStack(
-        StackOptions(
-            directory=root / ".topogov" / "local", fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=0
-        )
-    ) as s:
-        saved = dict(os.environ)
-        os.environ.update(s.env())
-        from topogov.handlers.reconcile import handler
-
-        handler(events.scheduled_event(), LocalContext())  # label the nodes, write the snapshot
+    with labelled_stack(root / ".topogov" / "local", FLEET, api_port=0) as s:
         yield s
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.stacks import labelled_stack
+
 FULL = os.environ.get("TOPOGOV_HARDENING") == "full"
 REPORT_PATH = Path(".topogov/hardening/report.json")
 
@@ -84,23 +86,8 @@ PROFILES = ("topogov-team-a", "topogov-team-b", "topogov-team-c", "topogov-admin
 def stack(tmp_path_factory):
     """The local stack (moto server, Kubernetes API, API Gateway + api handler), the nodes labelled,
     the snapshot written and the Kueue objects created by one reconcile pass."""
-    from topogov.local import events
-    from topogov.local.lambda_context import LocalContext
-    from topogov.local.stack import LocalStack, StackOptions
-
-    directory = tmp_path_factory.mktemp("hardening")
-    with LocalStack(
-        StackOptions(directory=directory, fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=0)
-    ) as s:
-        saved = dict(os.environ)
-        os.environ.update(s.env())
-        os.environ["TOPOGOV_EC2_RATE_PER_S"] = "1000"
-        from topogov.handlers.reconcile import handler
-
-        handler(events.scheduled_event(), LocalContext())
+    with labelled_stack(tmp_path_factory.mktemp("hardening"), FLEET, api_port=0) as s:
         yield s
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def call(stack: Any, method: str, path: str, profile: str = "topogov-team-a", body: Any = None, **kw: Any):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.e2e.aws_example import AWS_EXAMPLE
+from topogov.local.aws_example import AWS_EXAMPLE
 
 from .conftest import call
 from .invariants import consistent, ledger_vs_cluster
@@ -25,14 +25,10 @@ def manifest(name: str, **changes) -> dict:
         keys = path.split("__")
         for k in keys[:-1]:
             target = target.setdefault(k, {})
-        if value is DELETE:
-            target.pop(keys[-1], None)
-        else:
-            target[keys[-1]] = value
+        target[keys[-1]] = value
     return m
 
 
-DELETE = object()
 TEMPLATE_SPEC = "spec__template__spec__"
 
 

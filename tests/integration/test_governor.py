@@ -45,6 +45,18 @@ def policy_doc(teams=("team-a", "team-b"), classes=("high", "low")) -> dict:
     }
 
 
+class Recorder:
+    """A logger that keeps (message, extra) of everything logged, as the Lambda's logger would log it."""
+
+    def __init__(self, into: list) -> None:
+        self.into = into
+
+    def info(self, message: str, extra: dict) -> None:
+        self.into.append((message, extra))
+
+    warning = info
+
+
 @pytest.fixture
 def logged():
     return []
@@ -52,7 +64,7 @@ def logged():
 
 @pytest.fixture
 def governor(kube, logged):
-    return Governor(KubeObjects(kube), log=lambda message, extra: logged.append((message, extra)))
+    return Governor(KubeObjects(kube), log=Recorder(logged))
 
 
 def writes(kube) -> dict[str, int]:
@@ -276,7 +288,7 @@ def test_quotas_above_capacity_are_a_warning_with_the_numbers(kube, governor):
 
 
 def test_v1beta2_objects_are_written_with_cohort_name(kube, logged):
-    gov = Governor(KubeObjects(kube), api_version="v1beta2", log=lambda m, e: logged.append(m))
+    gov = Governor(KubeObjects(kube), api_version="v1beta2", log=Recorder(logged))
     summary = gov.run(load_policy(policy_doc()), sample_snapshot())
     assert summary.complete
     cq = get(kube, object_path("kueue.x-k8s.io/v1beta2", "ClusterQueue", CQ_A))

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from topogov.adapters.kube import MERGE_PATCH, KubeHttp, Response
+from topogov.adapters.kube_jobs import job_status
 from topogov.exceptions import KubernetesError
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -63,12 +64,12 @@ class KubeObjects:
             raise _fail(resp, f"get {kind} {name}")
         return resp.body
 
-    def list(self, api_version: str, kind: str, label_selector: str | None = None) -> list[dict[str, Any]]:
-        """Every object of ``kind`` (all namespaces), optionally by label selector; paginated."""
+    def list(self, api_version: str, kind: str) -> list[dict[str, Any]]:
+        """Every object of ``kind`` (all namespaces), paginated."""
         items: list[dict[str, Any]] = []
         token = None
         while True:
-            query: dict[str, Any] = {"limit": 500, "labelSelector": label_selector}
+            query: dict[str, Any] = {"limit": 500}
             if token:
                 query["continue"] = token
             resp = self.http.request("GET", object_path(api_version, kind), query=query)
@@ -133,9 +134,7 @@ class KubeObjects:
             return []
         if resp.status != 200:
             return None
-        out = []
-        for job in resp.body.get("items") or []:
-            conds = (job.get("status") or {}).get("conditions") or []
-            if not any(c.get("status") == "True" and c.get("type") in ("Complete", "Failed") for c in conds):
-                out.append(job["metadata"]["name"])
-        return sorted(out)
+        items = resp.body.get("items") or []
+        return sorted(
+            j["metadata"]["name"] for j in items if job_status(j, None)[0] not in ("Succeeded", "Failed")
+        )

@@ -321,23 +321,25 @@ class _Guarded:
     ANSWERS = frozenset({"TransactionCanceledException", "ConditionalCheckFailedException"})
 
     def __init__(self, client: Any) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         self._client = client
+        self._errors = (ClientError, BotoCoreError)
         self.exceptions = client.exceptions
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._client, name)
+        client_error, botocore_error = self._errors
 
         def call(**kwargs: Any) -> Any:
-            from botocore.exceptions import BotoCoreError, ClientError
-
             try:
                 return method(**kwargs)
-            except ClientError as exc:
+            except client_error as exc:
                 code = exc.response.get("Error", {}).get("Code", "")
                 if code in self.ANSWERS:
                     raise
                 raise Unavailable(f"the job ledger is unavailable ({code}); try again") from exc
-            except BotoCoreError as exc:
+            except botocore_error as exc:
                 raise Unavailable(f"the job ledger is unreachable ({type(exc).__name__}); try again") from exc
 
         return call

@@ -142,49 +142,12 @@ def plan_now(stack: Any, policy: Any) -> Any:
     return Governor(KubeObjects(stack.kube())).plan(policy, snapshot)
 
 
-AWS_EXAMPLE_JOB = {
-    "apiVersion": "batch/v1",
-    "kind": "Job",
-    "metadata": {
-        "name": "test-tas-job",
-        "namespace": "hyperpod-ns-team-a",
-        "labels": {
-            "kueue.x-k8s.io/queue-name": "hyperpod-ns-team-a-localqueue",
-            "kueue.x-k8s.io/priority-class": "inference-priority",
-        },
-    },
-    "spec": {
-        "parallelism": 10,
-        "completions": 10,
-        "suspend": True,
-        "template": {
-            "metadata": {
-                "labels": {"job-name": "test-tas-job"},
-                "annotations": {
-                    "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"
-                },
-            },
-            "spec": {
-                "containers": [
-                    {
-                        "name": "dummy-job",
-                        "image": "public.ecr.aws/docker/library/alpine:latest",
-                        "args": ["sleep", "3600s"],
-                        "resources": {"requests": {"cpu": "1"}},
-                    }
-                ],
-                "restartPolicy": "Never",
-            },
-        },
-    },
-}
-
-
 def api_walkthrough(stack: Any) -> None:
     import concurrent.futures as cf
 
     import requests
 
+    from topogov.local.aws_example import AWS_EXAMPLE
     from topogov.local.sigv4 import credentials_for_profile, signed_request
 
     url = stack.api.url
@@ -216,7 +179,7 @@ def api_walkthrough(stack: Any) -> None:
 
     step(9, f"The governance API on {url}: SigV4-signed requests, identity from the request context")
     say("AWS's own example (a raw Job, inference-priority, required layer-3), as team-a:")
-    show(post("topogov-team-a", {"manifest": AWS_EXAMPLE_JOB}))
+    show(post("topogov-team-a", {"manifest": AWS_EXAMPLE}))
     say("A high-level job, 4 x 8 GPUs, required_topology layer-3, as team-a:")
     show(post("topogov-team-a", gpu_job("llm-finetune", replica_count=4, required_topology="layer-3")))
     say("8 x 8 GPUs required in one layer-3 domain (4 nodes each) can never fit:")

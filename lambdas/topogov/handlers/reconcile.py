@@ -75,6 +75,53 @@ def publish(summary: PassSummary) -> None:
     logger.info("reconcile pass", extra={"summary": summary.to_json()})
 
 
+def publish_governor(gov: Any) -> dict[str, Any]:
+    """The governor's part of a pass as metrics (and its policy warnings as a log line)."""
+    from topogov.logic.governor import Action  # loaded with the governor, not at cold start
+
+    plan = gov.plan
+    for name, value in (
+        ("KueueCreated", plan.count(Action.CREATE)),
+        ("KueueUpdated", plan.count(Action.UPDATE)),
+        ("KueueDeleted", plan.count(Action.DELETE)),
+        ("KueueHeld", plan.count(Action.HOLD) + plan.count(Action.KEEP)),
+        ("KueueUnowned", plan.count(Action.UNOWNED)),
+        ("KueueFailed", len(gov.failures)),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    if plan.warnings:
+        logger.warning("policy warnings", extra={"warnings": plan.warnings})
+    return gov.to_json()
+
+
+def publish_ledger(ledger: Any) -> dict[str, Any]:
+    """The ledger sync's part of a pass as metrics (per-team in-flight GPUs for the dashboard)."""
+    released = ledger.released_finished + ledger.released_vanished + ledger.released_abandoned
+    for name, value in (
+        ("ChargesReleased", released),
+        ("UnmanagedJobs", len(ledger.unmanaged_jobs)),
+        ("TopologyFallbacks", len(ledger.fallbacks)),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    # single_metric flushes on its own and ignores POWERTOOLS_METRICS_DISABLED: ask first.
+    per_team = {} if is_metrics_disabled() else ledger.in_flight_gpu
+    for team, gpus in per_team.items():  # the dashboard's per-team in-flight graph
+        dims = {"service": "topogov", "team": team}
+        with single_metric(
+            name="InFlightGpu",
+            unit=MetricUnit.Count,
+            value=gpus,
+            namespace="Topogov",
+            default_dimensions=dims,
+        ):
+            pass
+    if ledger.unmanaged_jobs:
+        logger.warning("jobs not created through the API", extra={"jobs": ledger.unmanaged_jobs})
+    return ledger.to_json()
+
+
 @logger.inject_lambda_context(correlation_id_path="id")
 @metrics.log_metrics
 @traced
@@ -92,46 +139,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result = summary.to_json()
     full = options.targeted_instance_ids is None
     if governor is not None and full:
-        from topogov.logic.governor import Action  # loaded with the governor, not at cold start
-
-        gov = governor(lab.last_snapshot)
-        plan = gov.plan
-        for name, value in (
-            ("KueueCreated", plan.count(Action.CREATE)),
-            ("KueueUpdated", plan.count(Action.UPDATE)),
-            ("KueueDeleted", plan.count(Action.DELETE)),
-            ("KueueHeld", plan.count(Action.HOLD) + plan.count(Action.KEEP)),
-            ("KueueUnowned", plan.count(Action.UNOWNED)),
-            ("KueueFailed", len(gov.failures)),
-        ):
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-        if plan.warnings:
-            logger.warning("policy warnings", extra={"warnings": plan.warnings})
-        result["governor"] = gov.to_json()
+        result["governor"] = publish_governor(governor(lab.last_snapshot))
     if sync is not None and full:
-        ledger = sync()
-        released = ledger.released_finished + ledger.released_vanished + ledger.released_abandoned
-        for name, value in (
-            ("ChargesReleased", released),
-            ("UnmanagedJobs", len(ledger.unmanaged_jobs)),
-            ("TopologyFallbacks", len(ledger.fallbacks)),
-        ):
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
-        # single_metric flushes on its own and ignores POWERTOOLS_METRICS_DISABLED: ask first.
-        per_team = {} if is_metrics_disabled() else ledger.in_flight_gpu
-        for team, gpus in per_team.items():  # the dashboard's per-team in-flight graph
-            dims = {"service": "topogov", "team": team}
-            with single_metric(
-                name="InFlightGpu",
-                unit=MetricUnit.Count,
-                value=gpus,
-                namespace="Topogov",
-                default_dimensions=dims,
-            ):
-                pass
-        if ledger.unmanaged_jobs:
-            logger.warning("jobs not created through the API", extra={"jobs": ledger.unmanaged_jobs})
-        result["ledger"] = ledger.to_json()
+        result["ledger"] = publish_ledger(sync())
     return result

@@ -37,6 +37,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -78,7 +79,7 @@ RENDERED_ANNOTATION = "topogov.io/rendered"  # hash of what Topogov last wrote: 
 
 class ObjectsPort(Protocol):
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None: ...
-    def list(self, api_version: str, kind: str, label_selector: str | None = None) -> list[dict]: ...
+    def list(self, api_version: str, kind: str) -> list[dict]: ...
     def create(self, obj: Mapping[str, Any]) -> dict: ...
     def replace(self, obj: Mapping[str, Any]) -> dict | None: ...
     def merge_patch(
@@ -286,8 +287,10 @@ def corrected(desired: Mapping[str, Any], current: Mapping[str, Any]) -> dict[st
     return obj
 
 
-def _key(kind: str, name: str, namespace: str | None) -> tuple[str, str, str | None]:
-    return kind, name, namespace if kind == "LocalQueue" else None
+def _ref(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """(kind, name, namespace): namespace None for cluster-scoped objects, rendered or live."""
+    meta = obj["metadata"]
+    return obj["kind"], meta["name"], meta.get("namespace")
 
 
 def _cq_namespace(cq: Mapping[str, Any]) -> str | None:
@@ -315,13 +318,15 @@ class Governor:
         *,
         api_version: ApiVersion = "v1beta1",
         cohort: str = "topogov",
-        log: Callable[[str, dict[str, Any]], None] | None = None,
+        log: Any = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.objects = objects
         self.api_version = api_version
         self.cohort = cohort
-        self._log = log or (lambda message, extra: None)
+        # What it did, with the object: warnings for what an operator must look at (a hand edit
+        # corrected, an object left alone, a queue stopped, a failed write), info for the rest.
+        self._log = log or logging.getLogger("topogov.governor")
         self._clock = clock
 
     @property
@@ -348,17 +353,17 @@ class Governor:
             capacity = capacity + f.capacity
         plan.warnings = policy.warnings(capacity)
         desired = self.desired(policy, flavors, plan.depth)
-        wanted = {_key(*self._ref(o)) for o in desired}
+        wanted = {_ref(o) for o in desired}
         # One list per kind (7 reads a pass, whatever the number of teams), not one GET per object.
         live: dict[tuple[str, str, str | None], dict[str, Any]] = {}
         for kind in KINDS:
             version = "v1" if kind == "Namespace" else self.group_version
             for obj in self.objects.list(version, kind):
-                live[_key(*self._ref(obj))] = obj
+                live[_ref(obj)] = obj
 
         for obj in desired:
-            kind, name, ns = self._ref(obj)
-            current = live.get(_key(kind, name, ns))
+            kind, name, ns = _ref(obj)
+            current = live.get((kind, name, ns))
             if current is None:
                 plan.changes.append(Change(Action.CREATE, kind, name, ns, obj["apiVersion"], desired=obj))
             elif kind == "Namespace":
@@ -372,7 +377,6 @@ class Governor:
                         ns,
                         obj["apiVersion"],
                         reason=f"exists without {OWNED_SELECTOR}: not Topogov's, left alone",
-                        current=current,
                     )
                 )
             else:
@@ -403,10 +407,6 @@ class Governor:
         self._plan_removals(plan, stale)
         return plan
 
-    def _ref(self, obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
-        meta = obj["metadata"]
-        return obj["kind"], meta["name"], meta.get("namespace")
-
     def _plan_removals(self, plan: Plan, stale: Mapping[str, list[dict[str, Any]]]) -> None:
         gv = self.group_version
         held: dict[str, Mapping[str, Any]] = {}  # ClusterQueues kept while they drain
@@ -435,7 +435,6 @@ class Governor:
                         gv,
                         [f"spec.stopPolicy: {_show(before)} -> {_show(DRAIN)}"],
                         reason=f"team removed from the policy, but {busy}: stopped and drained, not deleted",
-                        current=cq,
                     )
                 )
         kept_flavors = set().union(*(_cq_flavors(cq) for cq in held.values())) if held else set()
@@ -499,24 +498,27 @@ class Governor:
                 summary.failures.append(
                     {"object": change.object, "action": str(change.action), "error": str(exc)}
                 )
-                self._log("governor write failed", {"object": change.object, "error": str(exc)})
+                self._log.warning("governor write failed", extra={"object": change.object, "error": str(exc)})
         for change in plan.changes:
             if change.action == Action.UNOWNED:
-                self._log("object not owned by topogov left alone", {"object": change.object})
+                self._log.warning("object not owned by topogov left alone", extra={"object": change.object})
         return summary
 
     def _apply_one(self, change: Change) -> None:
         if change.action == Action.CREATE:
             assert change.desired is not None
             self.objects.create(change.desired if change.kind == "Namespace" else stamped(change.desired))
-            self._log("created", {"object": change.object})
+            self._log.info("created", extra={"object": change.object})
         elif change.action == Action.UPDATE:
             assert change.desired is not None and change.current is not None
             current = change.current
             for _ in range(3):
                 if self.objects.replace(corrected(change.desired, current)) is not None:
-                    message = "corrected drift" if change.reason == "edited by hand" else "updated"
-                    self._log(message, {"object": change.object, "diff": change.diff, "why": change.reason})
+                    extra = {"object": change.object, "diff": change.diff, "why": change.reason}
+                    if change.reason == "edited by hand":
+                        self._log.warning("corrected drift", extra=extra)
+                    else:
+                        self._log.info("updated", extra=extra)
                     return
                 fresh = self.objects.get(change.api_version, change.kind, change.name, change.namespace)
                 if fresh is None or not owned(fresh):
@@ -531,10 +533,12 @@ class Governor:
                 change.namespace,
                 {"spec": {"stopPolicy": DRAIN}},
             )
-            self._log("stopped a removed team's queue", {"object": change.object, "reason": change.reason})
+            self._log.warning(
+                "stopped a removed team's queue", extra={"object": change.object, "reason": change.reason}
+            )
         elif change.action == Action.DELETE:
             self.objects.delete(change.api_version, change.kind, change.name, change.namespace)
-            self._log("deleted", {"object": change.object, "reason": change.reason})
+            self._log.info("deleted", extra={"object": change.object, "reason": change.reason})
 
     def run(self, policy: Any, snapshot: Any, counters: Any = None) -> GovernorSummary:
         started = self._clock()

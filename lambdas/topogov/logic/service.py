@@ -128,7 +128,7 @@ class Governance:
             confirmed = self.ledger.confirm(
                 d.team, name, {"job_uid": (created.get("metadata") or {}).get("uid", "")}
             )
-        except Exception:  # the ledger is unreachable: the Job exists and its charge is held
+        except Unavailable:  # the ledger is unreachable: the Job exists and its charge is held
             confirmed = True  # the record stays `reserving`; the reconcile pass confirms it
         if not confirmed and (self.ledger.get(d.team, name) or {}).get("state") == "submitted":
             confirmed = True  # the reconcile pass confirmed it first

@@ -1,4 +1,5 @@
-"""AWS's own example of topology-aware scheduling on HyperPod (the issue: accepted as is)."""
+"""AWS's own example of topology-aware scheduling on HyperPod: the API accepts it as is (the
+walkthrough submits it; the tests check it)."""
 
 AWS_EXAMPLE = {
     "apiVersion": "batch/v1",
