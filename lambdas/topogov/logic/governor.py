@@ -74,6 +74,8 @@ QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit"})
 EXACT_UNDER = "resourceGroups"  # inside it, fields Topogov does not render count as drift
 WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
 DRAIN = "HoldAndDrain"
+_LOG = logging.getLogger("topogov.governor")
+_LOG.addHandler(logging.NullHandler())  # a library's logger: silent unless the caller configures one
 RENDERED_ANNOTATION = "topogov.io/rendered"  # hash of what Topogov last wrote: tells hand edits apart
 
 
@@ -326,7 +328,7 @@ class Governor:
         self.cohort = cohort
         # What it did, with the object: warnings for what an operator must look at (a hand edit
         # corrected, an object left alone, a queue stopped, a failed write), info for the rest.
-        self._log = log or logging.getLogger("topogov.governor")
+        self._log = log or _LOG
         self._clock = clock
 
     @property
