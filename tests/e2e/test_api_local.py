@@ -93,6 +93,33 @@ def test_a_required_topology_that_can_never_fit_is_422_with_what_would(stack):
     assert err["details"]["tightest_level_that_holds"] == "topology.k8s.aws/network-node-layer-2"
 
 
+def test_a_level_the_flavor_has_not_is_422_naming_the_levels_it_has(stack):
+    """Kueue skips a flavor whose Topology lacks the asked level (kueue v0.17.0
+    pkg/scheduler/flavorassigner/tas_flavorassigner.go, "does not contain the requested level"), for
+    required and preferred alike; p5 nodes carry three network layers, so a p5 job at layer-4 would
+    wait forever. Without an instance type the job can get the p6-b200 flavor, which has layer-4."""
+    for ask in ({"required_topology": "layer-4"}, {"preferred_topology": "layer-4"}):
+        resp = call(
+            stack,
+            "POST",
+            "/v1/jobs?dryRun=true",
+            body=job("p5-l4", replica_count=2, instance_type="p5.48xlarge", **ask),
+        )
+        assert resp.status_code == 422, resp.text
+        err = resp.json()["error"]
+        assert err["code"] == "TOPOLOGY_INFEASIBLE" and err["details"]["field"] == "topology.level"
+        assert err["details"]["levels"] == {"p5.48xlarge": ["layer-1", "layer-2", "layer-3", "hostname"]}
+        assert "p5.48xlarge nodes have layer-1, layer-2, layer-3, hostname" in err["message"]
+    anywhere = call(
+        stack,
+        "POST",
+        "/v1/jobs?dryRun=true",
+        body=job("any-l4", replica_count=2, efa=8, required_topology="layer-4"),
+    )
+    assert anywhere.status_code == 200, anywhere.text
+    assert anywhere.json()["decision"]["topology"]["level"] == "topology.k8s.aws/network-node-layer-4"
+
+
 def test_a_priority_not_allowed_is_422(stack):
     resp = call(
         stack, "POST", "/v1/jobs", profile="topogov-team-b", body=job("prio", priority="inference-priority")

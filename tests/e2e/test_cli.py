@@ -99,9 +99,9 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert "flowchart TD" in text and "Layer 4:" in text
     # the governor: objects created by the first pass, kubectl lists them, a hand edit is planned and
     # corrected, and one required job falls back to preferred
-    assert "governor (kueue.x-k8s.io/v1beta1): 13 created" in text
+    assert "governor (kueue.x-k8s.io/v1beta1): 14 created" in text
     assert "clusterqueue.kueue.x-k8s.io/hyperpod-ns-team-a-clusterqueue" in text
-    assert "resourceflavor.kueue.x-k8s.io/p6-b200.48xlarge" in text and "topogov-network" in text
+    assert "resourceflavor.kueue.x-k8s.io/p6-b200.48xlarge" in text and "topogov-4-layers" in text
     assert 'spec.stopPolicy: "Hold" -> "None"' in text and "(edited by hand)" in text
     assert "0 created, 1 updated, 0 deleted" in text
     assert "fallbacks this pass: ['team-a/wide-l2']" in text
@@ -136,7 +136,7 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
     assert "  + create   ClusterQueue hyperpod-ns-team-a-clusterqueue" in text
     assert "  + create   LocalQueue hyperpod-ns-team-c/hyperpod-ns-team-c-localqueue" in text
     assert "  + create   Namespace hyperpod-ns-team-a" in text
-    assert "Plan: 16 to create; 0 unchanged." in text
+    assert "Plan: 17 to create; 0 unchanged." in text
     after = kube.request("GET", "/_emulator/requests").body
     assert {k: v for k, v in after.items() if not k.startswith("GET")} == {
         k: v for k, v in before.items() if not k.startswith("GET")
@@ -144,12 +144,12 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
 
     assert _governor(stack, "plan", "--json", "--kueue-api-version", "v1beta2") == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["api_version"] == "kueue.x-k8s.io/v1beta2" and doc["counts"]["create"] == 16
+    assert doc["api_version"] == "kueue.x-k8s.io/v1beta2" and doc["counts"]["create"] == 17
 
     assert _governor(stack, "apply") == 0
-    assert "applied 16 change(s); 0 failed" in capsys.readouterr().out
+    assert "applied 17 change(s); 0 failed" in capsys.readouterr().out
     assert _governor(stack, "plan") == 0
-    assert "Plan: no changes; 16 unchanged." in capsys.readouterr().out
+    assert "Plan: no changes; 17 unchanged." in capsys.readouterr().out
 
 
 def test_governor_plan_with_an_invalid_policy_exits_2_naming_the_problem(stack, tmp_path, capsys):

@@ -86,15 +86,16 @@ def test_first_pass_creates_everything_and_the_next_writes_nothing(kube, governo
     summary = governor.run(policy, sample_snapshot(), kube.counters)
     assert summary.complete, summary.failures
     plan = summary.plan
-    # 2 namespaces, 1 Topology, 2 flavors, 1 cohort, 2 priority classes, 2 ClusterQueues, 2 LocalQueues
-    assert plan.count(Action.CREATE) == 12 and summary.applied == 12
+    # 2 namespaces, 2 Topologies (3 and 4 layers), 2 flavors, 1 cohort, 2 priority classes, 2 ClusterQueues,
+    # 2 LocalQueues
+    assert plan.count(Action.CREATE) == 13 and summary.applied == 13
     lq = get(kube, object_path(V1B1, "LocalQueue", "hyperpod-ns-team-a-localqueue", "hyperpod-ns-team-a"))
     assert lq["spec"] == {"clusterQueue": CQ_A}
     assert get(kube, cq_path(CQ_A))["metadata"]["labels"][MANAGED_BY_LABEL] == "topogov"
 
     kube.request("DELETE", "/_emulator/requests")
     again = governor.run(policy, sample_snapshot(), kube.counters)
-    assert again.plan.changes == [] and again.plan.unchanged == 12
+    assert again.plan.changes == [] and again.plan.unchanged == 13
     assert writes(kube) == {}  # no write without drift
     assert again.k8s_reads == 7  # one list per kind, whatever the number of teams
 
@@ -260,7 +261,11 @@ def test_a_class_or_flavor_the_policy_and_fleet_no_longer_have_is_deleted(kube, 
     summary = governor.run(load_policy(policy_doc(classes=("high", "low"))), only_p5)
     assert summary.complete
     deleted = [(c.kind, c.name) for c in summary.plan.changes if c.action == Action.DELETE]
-    assert deleted == [("WorkloadPriorityClass", "mid"), ("ResourceFlavor", "p6-b200.48xlarge")]
+    assert deleted == [
+        ("WorkloadPriorityClass", "mid"),
+        ("ResourceFlavor", "p6-b200.48xlarge"),
+        ("Topology", "topogov-4-layers"),  # no flavor is four layers deep any more
+    ]
     updated = [(c.name, c.reason) for c in summary.plan.changes if c.action == Action.UPDATE]
     assert updated == [  # their quotas moved to one flavor
         (CQ_A, "the policy or the fleet changed"),
@@ -318,6 +323,74 @@ def test_a_conflicting_writer_is_retried_and_a_failing_write_is_reported(kube, g
     summary = governor.run(policy, sample_snapshot())
     assert not summary.complete
     assert {f["object"] for f in summary.failures} == {f"ClusterQueue {CQ_A}", f"ClusterQueue {CQ_B}"}
-    assert summary.applied == 10
+    assert summary.applied == 11  # the other 11 objects
     kube.request("DELETE", "/_emulator/faults")
     assert governor.run(policy, sample_snapshot()).applied == 2  # the next pass converges
+
+
+# --- the upgrade from one shared Topology (issue 11, item 1) ------------------------------------------
+
+
+def legacy_objects(policy, snapshot, levels: int) -> list[dict]:
+    """What the governor wrote before per-depth Topologies: one ``topogov-network`` of ``levels``
+    network layers that every flavor refers to, stamped as the governor stamped it."""
+    from topogov.domain.kueue import flavors_from_snapshot, render, topology_levels, topology_object
+    from topogov.logic.governor import stamped
+
+    objects = []
+    for obj in render(policy, flavors_from_snapshot(snapshot)):
+        if obj["kind"] == "Topology":
+            continue
+        if obj["kind"] == "ResourceFlavor":
+            if all(o["kind"] != "Topology" for o in objects):
+                objects.append(topology_object("topogov-network", topology_levels(levels), "v1beta1"))
+            obj = copy.deepcopy(obj)
+            obj["spec"]["topologyName"] = "topogov-network"
+        objects.append(obj)
+    return [o if o["kind"] == "Namespace" else stamped(o) for o in objects]
+
+
+def test_a_mixed_fleet_from_one_shared_topology_moves_only_the_p5_flavor(kube, governor, logged):
+    """Kueue drops a node lacking any level label of its flavor's Topology (kueue v0.17.0
+    pkg/util/tas/node.go NodeMatchesFlavor), so the old shared 4-layer ``topogov-network`` excluded every
+    p5 node. The upgrade re-creates the p5 flavor in ``topogov-3-layers`` (topologyName is immutable:
+    out of the queues, deleted, created, back in the queues) and leaves the p6-b200 flavor where it is,
+    in the old Topology whose four levels are right for it."""
+    policy = load_policy(policy_doc())
+    for obj in legacy_objects(policy, sample_snapshot(), levels=4):
+        governor.objects.create(obj)
+    plan = governor.plan(policy, sample_snapshot())
+    summary_text = format_plan(plan)
+    assert [(c.action, c.kind, c.name) for c in plan.writes] == [
+        (Action.CREATE, "Topology", "topogov-3-layers"),
+        (Action.RECREATE, "ResourceFlavor", "p5.48xlarge"),
+        (Action.UPDATE, "ClusterQueue", CQ_A),
+        (Action.UPDATE, "ClusterQueue", CQ_B),
+    ], summary_text
+    assert 'spec.topologyName: "topogov-network" -> "topogov-3-layers"' in summary_text
+    assert "topologyName is immutable in Kueue" in summary_text
+    summary = governor.apply(plan)
+    assert summary.complete, summary.failures
+    p5 = get(kube, object_path(V1B1, "ResourceFlavor", "p5.48xlarge"))
+    b200 = get(kube, object_path(V1B1, "ResourceFlavor", "p6-b200.48xlarge"))
+    assert p5["spec"]["topologyName"] == "topogov-3-layers"
+    assert b200["spec"]["topologyName"] == "topogov-network"
+    for name in (CQ_A, CQ_B):  # both flavors back in every queue
+        flavors = [f["name"] for f in get(kube, cq_path(name))["spec"]["resourceGroups"][0]["flavors"]]
+        assert flavors == ["p5.48xlarge", "p6-b200.48xlarge"]
+    assert any(m.startswith("re-created a flavor") for m, _ in logged)
+    again = governor.plan(policy, sample_snapshot())
+    assert again.changes == [], format_plan(again)
+    assert again.topologies == {"p5.48xlarge": "topogov-3-layers", "p6-b200.48xlarge": "topogov-network"}
+
+
+def test_a_p5_only_cluster_keeps_its_three_layer_topology(kube, governor):
+    """Nothing is wrong on a fleet of one depth: the old Topology has the right levels and stays."""
+    policy = load_policy(policy_doc())
+    only_p5 = sample_snapshot()
+    only_p5.nodes = {k: v for k, v in only_p5.nodes.items() if not k.startswith("b200")}
+    for obj in legacy_objects(policy, only_p5, levels=3):
+        governor.objects.create(obj)
+    plan = governor.plan(policy, only_p5)
+    assert plan.changes == [], format_plan(plan)
+    assert plan.topologies == {"p5.48xlarge": "topogov-network"}

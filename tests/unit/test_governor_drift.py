@@ -117,7 +117,12 @@ def test_hand_edits_are_told_apart_from_policy_changes():
 
 
 def test_plan_text_lists_changes_counts_and_warnings():
-    plan = Plan(api_version="kueue.x-k8s.io/v1beta1", depth=3, flavors=["p5.48xlarge"], unchanged=4)
+    plan = Plan(
+        api_version="kueue.x-k8s.io/v1beta1",
+        flavors=["p5.48xlarge"],
+        topologies={"p5.48xlarge": "topogov-3-layers"},
+        unchanged=4,
+    )
     gv = plan.api_version
     plan.changes = [
         Change(Action.CREATE, "LocalQueue", "lq", "ns-a", gv),
@@ -126,7 +131,7 @@ def test_plan_text_lists_changes_counts_and_warnings():
     ]
     plan.warnings = ["nominal nvidia.com/gpu quotas add up to 9, the cluster has 8"]
     assert format_plan(plan) == (
-        "Kueue objects (kueue.x-k8s.io/v1beta1) for 1 GPU flavor(s) [p5.48xlarge], 3 network layer(s):\n"
+        "Kueue objects (kueue.x-k8s.io/v1beta1) for 1 GPU flavor(s) [p5.48xlarge in topogov-3-layers]:\n"
         "  + create   LocalQueue ns-a/lq\n"
         "  ~ update   ClusterQueue cq\n"
         "        spec.stopPolicy: x -> y\n"

@@ -37,7 +37,6 @@ from hypothesis import strategies as st
 
 from topogov.domain.jobs import PREFERRED_ANNOTATION, PRIORITY_LABEL, QUEUE_LABEL, REQUIRED_ANNOTATION
 from topogov.domain.kueue import (
-    TOPOLOGY_NAME,
     FlavorInput,
     cluster_queue_name,
     flavor_amounts,
@@ -81,15 +80,26 @@ pytestmark = pytest.mark.skipif(not CRDS.is_dir(), reason=f"Kueue CRDs not found
 # --- fixtures ----------------------------------------------------------------------------------------
 
 
-def _node(name: str, instance_type: str, gpu: int, efa: int, cpu_m: int, memory: int) -> NodeCapacity:
-    return NodeCapacity(name, (), instance_type, f"i-{name}", Resources(gpu, efa, cpu_m, memory))
+def _node(
+    name: str, instance_type: str, gpu: int, efa: int, cpu_m: int, memory: int, path: tuple[str, ...] = ()
+) -> NodeCapacity:
+    return NodeCapacity(name, path, instance_type, f"i-{name}", Resources(gpu, efa, cpu_m, memory))
+
+
+def _p5_path(i: int) -> tuple[str, ...]:
+    return (f"nn-l1-{i // 32}", f"nn-l2-{i // 16}", f"nn-l3-{i // 4}")
 
 
 def sample_snapshot() -> Snapshot:
-    """64 p5.48xlarge (8 GPU, 32 EFA) + 4 p6-b200.48xlarge (8 GPU, 8 EFA) + 2 c5.2xlarge."""
-    nodes = [_node(f"p5-{i}", "p5.48xlarge", 8, 32, 191_450, 2002 * GI) for i in range(64)]
-    nodes += [_node(f"b200-{i}", "p6-b200.48xlarge", 8, 8, 191_450, 2002 * GI) for i in range(4)]
-    nodes += [_node(f"c5-{i}", "c5.2xlarge", 0, 0, 7_910, 14 * GI) for i in range(2)]
+    """64 p5.48xlarge (8 GPU, 32 EFA; 3 network layers) + 4 p6-b200.48xlarge (8 GPU, 8 EFA; 4 layers) +
+    2 c5.2xlarge, as the local stack seeds them."""
+    nodes = [_node(f"p5-{i}", "p5.48xlarge", 8, 32, 191_450, 2002 * GI, _p5_path(i)) for i in range(64)]
+    b200 = ("nn-l1-b", "nn-l2-b", "nn-l3-b", "nn-l4-b")
+    nodes += [_node(f"b200-{i}", "p6-b200.48xlarge", 8, 8, 191_450, 2002 * GI, b200) for i in range(4)]
+    nodes += [
+        _node(f"c5-{i}", "c5.2xlarge", 0, 0, 7_910, 14 * GI, ("nn-l1-c", "nn-l2-c", "nn-l3-c"))
+        for i in range(2)
+    ]
     return Snapshot(nodes={n.name: n for n in nodes})
 
 
@@ -101,7 +111,7 @@ def sample_policy():
 @functools.cache
 def rendered(api_version: str) -> tuple[dict[str, Any], ...]:
     flavors = flavors_from_snapshot(sample_snapshot())
-    return tuple(render(sample_policy(), flavors, depth=4, api_version=api_version))
+    return tuple(render(sample_policy(), flavors, api_version=api_version))
 
 
 def _of(objects: Any, kind: str) -> list[dict[str, Any]]:
@@ -290,7 +300,7 @@ def test_the_cel_rules_on_rendered_fields_are_the_ones_known_here() -> None:
 @pytest.mark.parametrize("api_version", VERSIONS)
 def test_render_is_deterministic_and_in_dependency_order(api_version: str) -> None:
     flavors = flavors_from_snapshot(sample_snapshot())
-    again = render(sample_policy(), list(reversed(flavors)), depth=4, api_version=api_version)
+    again = render(sample_policy(), list(reversed(flavors)), api_version=api_version)
     assert again == list(rendered(api_version))
     order = [o["kind"] for o in again]
     firsts = [
@@ -312,36 +322,117 @@ def test_flavors_from_snapshot_keeps_gpu_types_only() -> None:
     assert flavors[1].capacity.gpu == 32
 
 
-def test_resource_flavors_and_topology() -> None:
+def test_resource_flavors_and_topologies_one_per_depth() -> None:
+    """The mixed local fleet (p5: 3 layers, p6-b200: 4) gets two Topologies, each flavor its own."""
     objects = rendered("v1beta1")
-    (topology,) = _of(objects, "Topology")
-    assert topology["metadata"]["name"] == TOPOLOGY_NAME
-    assert [lv["nodeLabel"] for lv in topology["spec"]["levels"]] == [
-        layer_label(1),
-        layer_label(2),
-        layer_label(3),
-        layer_label(4),
-        HOSTNAME_LABEL,
-    ]
-    three = render(sample_policy(), flavors_from_snapshot(sample_snapshot()), depth=3)
-    (topology3,) = _of(three, "Topology")
-    assert [lv["nodeLabel"] for lv in topology3["spec"]["levels"]][-2:] == [layer_label(3), HOSTNAME_LABEL]
+    topologies = {
+        t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]]
+        for t in _of(objects, "Topology")
+    }
+    assert topologies == {
+        "topogov-3-layers": [layer_label(1), layer_label(2), layer_label(3), HOSTNAME_LABEL],
+        "topogov-4-layers": [layer_label(1), layer_label(2), layer_label(3), layer_label(4), HOSTNAME_LABEL],
+    }
     flavors = _of(objects, "ResourceFlavor")
-    assert [f["metadata"]["name"] for f in flavors] == ["p5.48xlarge", "p6-b200.48xlarge"]
-    for f in flavors:
-        assert f["spec"] == {
-            "nodeLabels": {"node.kubernetes.io/instance-type": f["metadata"]["name"]},
-            "topologyName": TOPOLOGY_NAME,
-        }
+    assert [(f["metadata"]["name"], f["spec"]) for f in flavors] == [
+        (
+            "p5.48xlarge",
+            {
+                "nodeLabels": {"node.kubernetes.io/instance-type": "p5.48xlarge"},
+                "topologyName": "topogov-3-layers",
+            },
+        ),
+        (
+            "p6-b200.48xlarge",
+            {
+                "nodeLabels": {"node.kubernetes.io/instance-type": "p6-b200.48xlarge"},
+                "topologyName": "topogov-4-layers",
+            },
+        ),
+    ]
+    only_p5 = [f for f in flavors_from_snapshot(sample_snapshot()) if f.instance_type == "p5.48xlarge"]
+    assert [t["metadata"]["name"] for t in _of(render(sample_policy(), only_p5), "Topology")] == [
+        "topogov-3-layers"
+    ]
+
+
+def test_a_gpu_type_without_labelled_nodes_is_in_the_hostname_topology() -> None:
+    """No node of the type labelled (EC2 reports no topology for it): hosts only, so the queues stay
+    TAS-only and a job without a topology annotation may still use every flavor (Kueue's
+    ``isTASImplied``, pkg/scheduler/flavorassigner/tas_flavorassigner.go)."""
+    nodes = [_node(f"g-{i}", "g6.48xlarge", 8, 0, 191_450, 700 * GI) for i in range(3)]
+    (flavor,) = flavors_from_snapshot(Snapshot(nodes={n.name: n for n in nodes}))
+    assert flavor.depth == 0 and flavor.topology == "topogov-hostname" and flavor.levels == [HOSTNAME_LABEL]
+    objects = render(sample_policy(), [flavor])
+    assert [t["spec"]["levels"] for t in _of(objects, "Topology")] == [[{"nodeLabel": HOSTNAME_LABEL}]]
 
 
 def test_every_topology_level_is_a_label_the_labeler_writes() -> None:
     for api_version in VERSIONS:
-        (topology,) = _of(rendered(api_version), "Topology")
-        for level in topology["spec"]["levels"]:
-            label = level["nodeLabel"]
-            layer = layer_of(label)
-            assert label == HOSTNAME_LABEL or (layer is not None and layer_label(layer) == label), label
+        for topology in _of(rendered(api_version), "Topology"):
+            for level in topology["spec"]["levels"]:
+                label = level["nodeLabel"]
+                layer = layer_of(label)
+                assert label == HOSTNAME_LABEL or (layer is not None and layer_label(layer) == label), label
+
+
+def _node_labels(node: NodeCapacity) -> dict[str, str]:
+    """The labels a node carries on EKS once the labeler ran: kubelet's hostname and instance type,
+    the labeler's layer labels."""
+    labels = {HOSTNAME_LABEL: node.name, "node.kubernetes.io/instance-type": node.instance_type}
+    labels.update({layer_label(i): v for i, v in enumerate(node.path, start=1)})
+    return labels
+
+
+def kueue_node_matches_flavor(labels: dict[str, str], node_labels: dict[str, str], levels: list[str]) -> bool:
+    """Kueue v0.17.0 ``pkg/util/tas/node.go`` ``NodeMatchesFlavor``: the node carries every nodeLabel of
+    the flavor with its value, and a label for every level of the flavor's Topology."""
+    return all(labels.get(k) == v for k, v in node_labels.items()) and all(lv in labels for lv in levels)
+
+
+_TYPES = st.sampled_from(
+    ["p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge", "c5.2xlarge"]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_TYPES, st.integers(0, 5), st.integers(0, 2)), min_size=1, max_size=40))
+def test_property_every_labelled_node_of_a_flavor_is_in_its_topology(
+    fleet: list[tuple[str, int, int]],
+) -> None:
+    """For any fleet — types with 3 or 4 layers, nodes not labelled yet, odd depths — every node of a
+    flavor that carries any network layer carries every level of that flavor's Topology, so Kueue's
+    ``NodeMatchesFlavor`` keeps it in the flavor's tree (kubernetes-sigs/kueue v0.17.0
+    pkg/cache/scheduler/tas_nodes_cache.go). This fails on one shared 4-layer Topology."""
+    nodes = []
+    for i, (itype, depth, domain) in enumerate(fleet):
+        gpu = 0 if itype.startswith("c5") else 8
+        path = tuple(f"nn-{layer}-{domain}" for layer in range(1, depth + 1))
+        nodes.append(_node(f"n{i}", itype, gpu, 8, 1000, GI, path))
+    flavors = flavors_from_snapshot(Snapshot(nodes={n.name: n for n in nodes}))
+    if not flavors:
+        return
+    objects = render(sample_policy(), flavors)
+    topologies = {
+        t["metadata"]["name"]: [lv["nodeLabel"] for lv in t["spec"]["levels"]]
+        for t in _of(objects, "Topology")
+    }
+    for rf in _of(objects, "ResourceFlavor"):
+        levels = topologies[rf["spec"]["topologyName"]]
+        members = [
+            n
+            for n in nodes
+            if _node_labels(n).get("node.kubernetes.io/instance-type") == rf["metadata"]["name"]
+        ]
+        for node in members:
+            if node.path:
+                assert kueue_node_matches_flavor(_node_labels(node), rf["spec"]["nodeLabels"], levels), (
+                    node,
+                    levels,
+                )
+        # and the Topology is no shallower than it must be: its deepest layer is on some node
+        depths = [len(n.path) for n in members if n.path]
+        assert len(levels) - 1 == (min(depths) if depths else 0)
 
 
 @pytest.mark.parametrize("api_version", VERSIONS)
@@ -407,13 +498,13 @@ def test_sharing_modes_and_fair_share_disabled() -> None:
         "sharing: Lend ", "sharing: DontLend "
     )
     policy = load_policy(text)
-    objects = render(policy, flavors_from_snapshot(sample_snapshot()), depth=3)
+    objects = render(policy, flavors_from_snapshot(sample_snapshot()))
     queues = {cq["metadata"]["labels"]["topogov.io/team"]: cq for cq in _of(objects, "ClusterQueue")}
     assert all("fairSharing" not in cq["spec"] for cq in queues.values())
     lend = flavor_amounts(queues["team-c"], "lendingLimit")
     assert set(lend) == set(GOVERNED) and all(v == 0 for vs in lend.values() for v in vs)
     for version in VERSIONS:
-        for obj in render(policy, flavors_from_snapshot(sample_snapshot()), depth=3, api_version=version):
+        for obj in render(policy, flavors_from_snapshot(sample_snapshot()), api_version=version):
             if obj["kind"] != "Namespace":
                 assert not list(_validator(obj["kind"], version).iter_errors(obj))
 
@@ -429,11 +520,11 @@ def test_priority_classes() -> None:
 
 def test_render_refuses_what_it_cannot_express() -> None:
     with pytest.raises(ValueError, match="no GPU flavors"):
-        render(sample_policy(), [], depth=3)
+        render(sample_policy(), [])
     with pytest.raises(ValueError, match="api_version"):
-        render(sample_policy(), flavors_from_snapshot(sample_snapshot()), depth=3, api_version="v1")  # type: ignore[arg-type]
+        render(sample_policy(), flavors_from_snapshot(sample_snapshot()), api_version="v1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="depth"):
-        render(sample_policy(), flavors_from_snapshot(sample_snapshot()), depth=0)
+        render(sample_policy(), [FlavorInput("p5.48xlarge", Resources(8, 32, 1000, GI), 1, 16)])
 
 
 # --- the quota split ---------------------------------------------------------------------------------
@@ -525,7 +616,7 @@ def test_rendered_quantities_sum_to_the_policy_quota(gpu: int, efa: int, cores: 
     assert team.quota_resources == Resources(gpu, efa, cores * 1000, gib * GI)
     (cq,) = [
         o
-        for o in render(policy, flavors_from_snapshot(sample_snapshot()), depth=4)
+        for o in render(policy, flavors_from_snapshot(sample_snapshot()))
         if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == cluster_queue_name(team)
     ]
     for field, expected in (

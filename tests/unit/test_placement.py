@@ -43,7 +43,13 @@ nodes_st = st.lists(
     st.builds(
         node,
         name=st.uuids().map(str),
-        path=st.tuples(st.sampled_from("ab"), st.sampled_from("cde"), st.sampled_from("fghi")),
+        path=st.one_of(
+            st.tuples(st.sampled_from("ab"), st.sampled_from("cde"), st.sampled_from("fghi")),
+            st.tuples(
+                st.sampled_from("ab"), st.sampled_from("cde"), st.sampled_from("fghi"), st.sampled_from("xy")
+            ),
+            st.just(()),
+        ),
         alloc=st.builds(
             Resources, st.sampled_from([0, 4, 8]), st.sampled_from([0, 32]), st.just(96_000), st.just(2**40)
         ),
@@ -57,22 +63,37 @@ pods_st = st.builds(
 )
 
 
-@settings(max_examples=150)
+def kueue_domains(nodes, label, pod, now, itype):
+    """Per (flavor, domain), the pods it holds, node by node, by Kueue v0.17.0's rules: a flavor is a
+    GPU instance type (what the governor renders); its tree holds its nodes that carry every level of
+    its Topology (pkg/util/tas/node.go NodeMatchesFlavor), whose depth is the fewest layers of its
+    labelled nodes; a level the flavor's Topology lacks is none for it (tas_flavorassigner.go)."""
+    flavors = {n.instance_type for n in nodes if n.allocatable.gpu > 0}
+    held = defaultdict(int)
+    for flavor in flavors:
+        if itype and flavor != itype:
+            continue
+        members = [n for n in nodes if n.instance_type == flavor]
+        depth = min((len(n.path) for n in members if n.path), default=0)
+        levels = [layer_label(i) for i in range(1, depth + 1)] + [HOSTNAME_LABEL]
+        if label not in levels:
+            continue
+        for n in members:
+            if len(n.path) >= depth:
+                held[(flavor, domain_of(n, label))] += pods_on_node(n, pod, now=now)
+    return held
+
+
+@settings(max_examples=200)
 @given(nodes_st, pods_st, st.booleans(), st.sampled_from([None, "p5.48xlarge"]))
 def test_index_agrees_with_brute_force(nodes, pod, now, itype):
     index = CapacityIndex(nodes)
-    for label in [HOSTNAME_LABEL, layer_label(1), layer_label(2), layer_label(3)]:
-        held = defaultdict(int)
-        for n in nodes:
-            if itype and n.instance_type != itype:
-                continue
-            d = domain_of(n, label)
-            if d is not None:
-                held[d] += pods_on_node(n, pod, now=now)
+    for label in [HOSTNAME_LABEL, layer_label(1), layer_label(2), layer_label(3), layer_label(4)]:
+        held = kueue_domains(nodes, label, pod, now, itype)
         fit = index.best_domain(label, pod, now=now, instance_type=itype)
         assert fit.pods == max(held.values(), default=0)
         if held:
-            assert held[fit.domain] == fit.pods
+            assert held[(fit.flavor, fit.domain)] == fit.pods
 
 
 def test_resolve_level_accepts_aliases_and_label_keys_only():
@@ -115,10 +136,45 @@ def test_a_job_larger_than_the_cluster_fits_nowhere():
     assert choice.level is None and "no single domain" in choice.reason
 
 
-def test_instance_type_restricts_the_nodes_counted():
+def test_a_domain_holds_one_flavors_pods():
+    """Kueue gives a pod set one flavor, so a domain shared by two instance types holds the pods of the
+    better one, never their sum."""
     nodes = [*fleet(1, 1, 1, 4), node("p4", ("A0", "B00", "C000"), itype="p4d.24xlarge")]
     index = CapacityIndex(nodes)
     assert (
         index.best_domain(layer_label(3), Resources(gpu=8), now=False, instance_type="p5.48xlarge").pods == 4
     )
-    assert index.best_domain(layer_label(3), Resources(gpu=8), now=False).pods == 5
+    fit = index.best_domain(layer_label(3), Resources(gpu=8), now=False)
+    assert (fit.pods, fit.flavor) == (4, "p5.48xlarge")
+
+
+def test_levels_are_the_flavors_own():
+    """p5 nodes carry three layers, p6-b200 four: a layer-4 domain exists only for p6-b200, and CPU
+    nodes (no flavor) are never counted."""
+    b200 = Resources(gpu=8, efa=8, cpu_m=191_000, memory=2000 * 2**30)
+    nodes = [*fleet(1, 1, 2, 4)]
+    nodes += [
+        node(f"b{i}", ("A0", "B00", "C009", f"D{i // 2}"), alloc=b200, itype="p6-b200.48xlarge")
+        for i in range(4)
+    ]
+    nodes += [node("c5", ("A0", "B00", "C000"), alloc=Resources(cpu_m=8000), itype="c5.2xlarge")]
+    index = CapacityIndex(nodes)
+    assert set(index.flavors) == {"p5.48xlarge", "p6-b200.48xlarge"}
+    assert index.flavor_levels("p5.48xlarge") == [
+        layer_label(1),
+        layer_label(2),
+        layer_label(3),
+        HOSTNAME_LABEL,
+    ]
+    assert index.levels("p5.48xlarge") == [HOSTNAME_LABEL, layer_label(3), layer_label(2), layer_label(1)]
+    assert index.levels() == [HOSTNAME_LABEL, layer_label(4), layer_label(3), layer_label(2), layer_label(1)]
+    l4 = index.best_domain(layer_label(4), Resources(gpu=8), now=False)
+    assert (l4.flavor, l4.pods) == ("p6-b200.48xlarge", 2)
+    assert (
+        index.best_domain(layer_label(4), Resources(gpu=8), now=False, instance_type="p5.48xlarge").domain
+        is None
+    )
+    f = required_feasibility(index, layer_label(4), Resources(gpu=8), 2, instance_type="p5.48xlarge")
+    assert not f.feasible and not f.level_known
+    assert required_feasibility(index, layer_label(4), Resources(gpu=8), 2).feasible
+    assert index.best_domain(HOSTNAME_LABEL, Resources(cpu_m=8000), now=False).flavor != "c5.2xlarge"

@@ -362,6 +362,9 @@ def detail_lines(details: Mapping[str, Any], code: str | None) -> list[str]:
             lines.extend(table([h.replace("_", " ").upper() for h in headers], rows).splitlines())
         elif isinstance(value, list):
             lines.append(f"{key.replace('_', ' ')}: {', '.join(str(v) for v in value) or '-'}")
+        elif isinstance(value, dict) and all(isinstance(v, list) for v in value.values()):
+            for sub, items in value.items():  # e.g. the levels of each flavor
+                lines.append(f"{key.replace('_', ' ')} of {sub}: {', '.join(str(v) for v in items) or '-'}")
         elif isinstance(value, dict):
             lines.append(f"{key.replace('_', ' ')}: {json.dumps(value)}")
         else:
@@ -369,7 +372,9 @@ def detail_lines(details: Mapping[str, Any], code: str | None) -> list[str]:
             lines.append(f"{key.replace('_', ' ')}: {shown}")
     if code == "TOPOLOGY_INFEASIBLE":
         would = details.get("tightest_level_that_holds")
-        if would:
+        if isinstance(details.get("levels"), dict):
+            lines.append("try: a level of that list, or another --instance-type")
+        elif would:
             lines.append(f"try: --required-topology {level_name(would)}, or --topology auto")
         else:
             lines.append("try: fewer pods, --preferred-topology, or --topology none")

@@ -4,14 +4,29 @@
 every object the governor keeps in sync, in dependency order and deterministically:
 
 1. a core/v1 ``Namespace`` per team;
-2. one ``Topology`` (:data:`TOPOLOGY_NAME`) whose levels are ``network-node-layer-1`` … ``-<depth>``
-   (top layer first) and ``kubernetes.io/hostname`` last (Kueue allows hostname only as the lowest
-   level);
+2. one ``Topology`` per network depth the GPU flavors have (:func:`topology_name`: ``topogov-3-layers``,
+   ``topogov-4-layers``), whose levels are ``network-node-layer-1`` … ``-<depth>`` (top layer first)
+   and ``kubernetes.io/hostname`` last (Kueue allows hostname only as the lowest level);
 3. one ``ResourceFlavor`` per GPU instance type, named after it, selecting its nodes by
-   ``node.kubernetes.io/instance-type`` and referencing the Topology (``spec.topologyName``);
+   ``node.kubernetes.io/instance-type`` and referencing the Topology of *its own* depth
+   (``spec.topologyName``; none while no node of the type is labelled yet).
 4. the ``Cohort`` the teams share (served in both ``v1beta1`` and ``v1beta2``);
 5. one ``WorkloadPriorityClass`` per policy priority class (``value``, ``description``);
 6. per team a ``ClusterQueue`` and a ``LocalQueue`` in the team's namespace that points at it.
+
+Why one Topology per depth
+    Kueue puts a node into a flavor's topology tree only when it matches the flavor's ``nodeLabels``
+    *and* carries a label for every level of the flavor's Topology (kubernetes-sigs/kueue v0.17.0
+    ``pkg/util/tas/node.go``, ``NodeMatchesFlavor``, called from
+    ``pkg/cache/scheduler/tas_nodes_cache.go``), and it skips a flavor whose Topology lacks the level a
+    pod set asks for (``pkg/scheduler/flavorassigner/tas_flavorassigner.go``,
+    ``checkPodSetAndFlavorMatchForTAS``: "does not contain the requested level"). EC2 reports three
+    network layers for most types and four for p6-b200/p6-b300, so one Topology with four layers would
+    drop every three-layer node. A flavor's depth is the fewest layers any *labelled* node of its type
+    carries (:func:`flavors_from_nodes`), so every labelled node of a flavor carries every level of its
+    Topology. A Topology's levels are immutable in Kueue v0.17 (CRD rule ``self == oldSelf``) and its
+    name says its depth, so a Topology never has to change; a flavor's ``topologyName`` is immutable
+    once set, so a flavor that must move to another Topology is re-created by the governor.
 
 Every object carries ``app.kubernetes.io/managed-by: topogov``. Field names follow the upstream CRDs
 (kubernetes-sigs/kueue ``config/components/crd/bases``): the one difference between the versions
@@ -51,12 +66,13 @@ Quota split across flavors
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from topogov.domain.labels import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, layer_label
 from topogov.domain.policy import GOVERNED, Policy, Team, amount_of, format_quantity
 from topogov.domain.quantity import CPU, GPU, MEMORY, Resources
+from topogov.domain.tree import NodeCapacity
 
 ApiVersion = Literal["v1beta1", "v1beta2"]
 API_VERSIONS: tuple[ApiVersion, ...] = ("v1beta1", "v1beta2")
@@ -65,18 +81,30 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "topogov"
 TEAM_LABEL = "topogov.io/team"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-TOPOLOGY_NAME = "topogov-network"
+TOPOLOGY_PREFIX = "topogov-"
 DEFAULT_COHORT = "topogov"
 CLUSTER_QUEUE_SUFFIX = "-clusterqueue"
 MAX_DEPTH = 15  # Kueue allows at most 16 topology levels, hostname included
 
 
 class FlavorInput(NamedTuple):
-    """One GPU instance type of the fleet: its per-node allocatable resources and how many nodes."""
+    """One GPU instance type of the fleet: its per-node allocatable resources, how many nodes, and
+    how many network layers every labelled node of the type carries (0: none labelled yet)."""
 
     instance_type: str
     allocatable: Resources
     nodes: int
+    depth: int = 3
+
+    @property
+    def topology(self) -> str:
+        """The name of this flavor's Topology."""
+        return topology_name(self.depth)
+
+    @property
+    def levels(self) -> list[str]:
+        """The node labels of this flavor's Topology levels, coarsest first."""
+        return topology_levels(self.depth)
 
     @property
     def capacity(self) -> Resources:
@@ -84,28 +112,42 @@ class FlavorInput(NamedTuple):
         return Resources(a.gpu * n, a.efa * n, a.cpu_m * n, a.memory * n)
 
 
-def flavors_from_snapshot(snapshot: Any) -> list[FlavorInput]:
-    """The GPU flavors of a topology snapshot, by instance type name.
+def flavors_from_nodes(nodes: Iterable[NodeCapacity]) -> list[FlavorInput]:
+    """The GPU flavors of these nodes, by instance type name.
 
-    Only nodes with an instance type and at least one allocatable GPU count. A type's per-node
+    A type is a flavor when some node of it has an allocatable GPU; those nodes count. A type's per-node
     allocatable is the element-wise minimum over its nodes (what every node of the type can offer),
-    so a node still starting up with a smaller allocatable never inflates the type's capacity.
+    so a node still starting up with a smaller allocatable never inflates the type's capacity. Its
+    depth is the fewest network layers of any node of the type that carries one at all, so that every
+    labelled node of the type carries every level of the type's Topology (Kueue's
+    ``NodeMatchesFlavor``; see the module docstring). Nodes EC2 reports no topology for carry no
+    layer label and are outside topology-aware scheduling whatever the Topology.
     """
-    by_type: dict[str, list[Resources]] = {}
-    for node in snapshot.nodes.values():
-        if node.instance_type and node.allocatable.gpu > 0:
-            by_type.setdefault(node.instance_type, []).append(node.allocatable)
+    by_type: dict[str, list[NodeCapacity]] = {}
+    for node in nodes:
+        if node.instance_type:
+            by_type.setdefault(node.instance_type, []).append(node)
     out = []
     for instance_type in sorted(by_type):
-        items = by_type[instance_type]
+        members = by_type[instance_type]
+        items = [n.allocatable for n in members if n.allocatable.gpu > 0]
+        if not items:
+            continue
         per_node = Resources(
             gpu=min(r.gpu for r in items),
             efa=min(r.efa for r in items),
             cpu_m=min(r.cpu_m for r in items),
             memory=min(r.memory for r in items),
         )
-        out.append(FlavorInput(instance_type, per_node, len(items)))
+        # every node of the type is in the flavor (Kueue matches by label), GPUs ready or not
+        depth = min((len(n.path) for n in members if n.path), default=0)
+        out.append(FlavorInput(instance_type, per_node, len(items), min(depth, MAX_DEPTH)))
     return out
+
+
+def flavors_from_snapshot(snapshot: Any) -> list[FlavorInput]:
+    """The GPU flavors of a topology snapshot (:func:`flavors_from_nodes` of its nodes)."""
+    return flavors_from_nodes(snapshot.nodes.values())
 
 
 # --- quota arithmetic -------------------------------------------------------------------------------
@@ -183,15 +225,23 @@ def cluster_queue_name(team: Team) -> str:
     return f"{team.namespace}{CLUSTER_QUEUE_SUFFIX}"
 
 
-def fleet_depth(snapshot: Any) -> int:
-    """Network-node layers of the fleet: the most EC2 reported for any instance (at least 3)."""
-    return max([3, *(len(t.network_nodes) for t in snapshot.instances.values())])
+def topology_name(depth: int) -> str:
+    """The Topology of flavors whose nodes carry ``depth`` network layers: ``topogov-<depth>-layers``,
+    or ``topogov-hostname`` for a type none of whose nodes is labelled (hosts only). The name says
+    the levels, which Kueue never lets change."""
+    topology_levels(depth)  # validates the depth
+    return f"{TOPOLOGY_PREFIX}{depth}-layers" if depth else f"{TOPOLOGY_PREFIX}hostname"
 
 
 def topology_levels(depth: int) -> list[str]:
-    """Node labels of the Topology levels: layer 1 … ``depth`` (top first), then the hostname."""
-    if not 1 <= depth <= MAX_DEPTH:
-        raise ValueError(f"depth must be 1..{MAX_DEPTH}, got {depth}")
+    """Node labels of the Topology levels: layer 1 … ``depth`` (top first), then the hostname.
+
+    Depth 0 is the hostname alone: every node carries ``kubernetes.io/hostname``, so a GPU type EC2
+    gives no topology for still takes part in topology-aware scheduling (by host). That keeps every
+    ClusterQueue *TAS-only*: Kueue lets a pod set without a topology annotation use TAS flavors only
+    in a queue whose flavors are all TAS (``isTASImplied``, tas_flavorassigner.go)."""
+    if not 0 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth must be 0..{MAX_DEPTH}, got {depth}")
     return [layer_label(i) for i in range(1, depth + 1)] + [HOSTNAME_LABEL]
 
 
@@ -259,19 +309,31 @@ def _cluster_queue(
     return _kueue("ClusterQueue", api_version, _meta(cluster_queue_name(team), team=team.name), spec=spec)
 
 
+def topology_object(name: str, levels: Sequence[str], api_version: ApiVersion) -> dict[str, Any]:
+    """A Topology named ``name`` with these level labels (coarsest first)."""
+    return _kueue(
+        "Topology", api_version, _meta(name), spec={"levels": [{"nodeLabel": label} for label in levels]}
+    )
+
+
+def flavor_object(flavor: FlavorInput, api_version: ApiVersion, topology: str) -> dict[str, Any]:
+    """The ResourceFlavor of ``flavor``, in Topology ``topology``."""
+    spec = {"nodeLabels": {INSTANCE_TYPE_LABEL: flavor.instance_type}, "topologyName": topology}
+    return _kueue("ResourceFlavor", api_version, _meta(flavor.instance_type), spec=spec)
+
+
 def render(
     policy: Policy,
     flavors: Sequence[FlavorInput],
     *,
-    depth: int,
     api_version: ApiVersion = "v1beta1",
     cohort: str = DEFAULT_COHORT,
 ) -> list[dict[str, Any]]:
     """Every object that puts ``policy`` into force on a fleet with these GPU ``flavors``.
 
-    ``depth`` is the number of network-node layers of the fleet (3, or 4 where it has p6-b200 or
-    p6-b300). Raises ``ValueError`` for an unknown ``api_version``, a ``depth`` out of range, or no
-    GPU flavors (a quota cannot be expressed without a flavor to hold it).
+    One Topology per depth the flavors have (each flavor referring to its own). Raises
+    ``ValueError`` for an unknown ``api_version``, a depth out of range, or no GPU flavors (a quota
+    cannot be expressed without a flavor to hold it).
     """
     if api_version not in API_VERSIONS:
         raise ValueError(f"api_version must be one of {API_VERSIONS}, got {api_version!r}")
@@ -285,23 +347,9 @@ def render(
     objects: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(t.namespace, team=t.name)} for t in teams
     ]
-    objects.append(
-        _kueue(
-            "Topology",
-            api_version,
-            _meta(TOPOLOGY_NAME),
-            spec={"levels": [{"nodeLabel": label} for label in topology_levels(depth)]},
-        )
-    )
-    objects += [
-        _kueue(
-            "ResourceFlavor",
-            api_version,
-            _meta(f.instance_type),
-            spec={"nodeLabels": {INSTANCE_TYPE_LABEL: f.instance_type}, "topologyName": TOPOLOGY_NAME},
-        )
-        for f in flavors
-    ]
+    for depth in sorted({f.depth for f in flavors}):
+        objects.append(topology_object(topology_name(depth), topology_levels(depth), api_version))
+    objects += [flavor_object(f, api_version, f.topology) for f in flavors]
     objects.append(_kueue("Cohort", api_version, _meta(cohort), spec={}))
     objects += [
         _kueue(
@@ -341,14 +389,17 @@ __all__ = [
     "API_VERSIONS",
     "DEFAULT_COHORT",
     "MANAGED_BY_LABEL",
-    "TOPOLOGY_NAME",
+    "TOPOLOGY_PREFIX",
     "FlavorInput",
     "cluster_queue_name",
     "flavor_amounts",
+    "flavor_object",
+    "flavors_from_nodes",
     "flavors_from_snapshot",
-    "fleet_depth",
     "render",
     "split",
     "split_resources",
     "topology_levels",
+    "topology_name",
+    "topology_object",
 ]

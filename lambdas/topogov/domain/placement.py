@@ -76,6 +76,7 @@ class DomainFit:
     domain: str | None  # the domain holding the most pods (None: no node at that level)
     pods: int  # how many of the job's pods that domain holds
     nodes: int  # nodes in that domain
+    flavor: str | None = None  # the GPU instance type (Kueue flavor) whose nodes those are
 
 
 # A node class: nodes of one instance type with the same allocatable and requested resources hold
@@ -88,16 +89,30 @@ Composition = tuple[tuple[int, int], ...]  # ((class id, node count), ...)
 
 class CapacityIndex:
     """Per level, the distinct domain compositions (with the first domain of each). Built once per
-    snapshot; queries never touch individual nodes."""
+    snapshot; queries never touch individual nodes.
+
+    Domains are counted per flavor, as Kueue counts them: a pod set is given one flavor (a GPU
+    instance type; :mod:`topogov.domain.kueue`), and that flavor's topology tree holds only its own
+    nodes that carry every level of its Topology (kueue v0.17.0 ``pkg/util/tas/node.go``,
+    ``NodeMatchesFlavor``). A level the flavor's Topology lacks is no level for it (Kueue skips the
+    flavor: ``checkPodSetAndFlavorMatchForTAS``). Nodes of types that are no flavor (no GPU) are
+    never placed on: every ClusterQueue lists GPU flavors only.
+    """
 
     def __init__(self, nodes: Iterable[NodeCapacity]) -> None:
-        self.depth = 0
+        from topogov.domain.kueue import flavors_from_nodes
+
+        nodes = list(nodes)
+        self.flavors = {f.instance_type: f for f in flavors_from_nodes(nodes)}
         self.node_count = 0
         self.classes: list[ClassKey] = []
         ids: dict[ClassKey, int] = {}
         self.hosts: list[tuple[str, int]] = []  # per class: (its first node, how many)
         domains: dict[str, dict[str, dict[int, int]]] = defaultdict(dict)
         for node in nodes:
+            flavor = self.flavors.get(node.instance_type)
+            if flavor is None or len(node.path) < flavor.depth:
+                continue  # not in any flavor's topology tree
             self.node_count += 1
             key: ClassKey = (node.instance_type, node.allocatable, node.requested)
             cid = ids.get(key)
@@ -107,10 +122,10 @@ class CapacityIndex:
                 self.hosts.append((node.name, 0))
             first, n = self.hosts[cid]
             self.hosts[cid] = (min(first, node.name), n + 1)
-            self.depth = max(self.depth, len(node.path))
-            for layer, domain in enumerate(node.path, start=1):
+            for layer, domain in enumerate(node.path[: flavor.depth], start=1):
                 counts = domains[layer_label(layer)].setdefault(domain, {})
                 counts[cid] = counts.get(cid, 0) + 1
+        self.depth = max((f.depth for f in self.flavors.values()), default=0)
         # level -> [(composition, first domain with it)]
         self.by_level: dict[str, list[tuple[Composition, str]]] = {}
         for label, per_domain in domains.items():
@@ -121,43 +136,59 @@ class CapacityIndex:
                     firsts[comp] = domain
             self.by_level[label] = list(firsts.items())
 
-    def levels(self) -> list[str]:
-        """The levels the cluster has, tightest first: hostname, layer-4 (if any), ... layer-1."""
-        return [HOSTNAME_LABEL, *(layer_label(i) for i in range(self.depth, 0, -1))]
+    def eligible(self, instance_type: str | None = None) -> list[str]:
+        """The flavors a job may get: the one of its instance type, or every flavor."""
+        if instance_type is not None:
+            return [instance_type] if instance_type in self.flavors else []
+        return sorted(self.flavors)
 
-    def _fits(self, pod: Resources, now: bool, instance_type: str | None) -> list[int]:
-        return [
-            0 if instance_type and itype != instance_type else pods_fit(alloc - used if now else alloc, pod)
-            for itype, alloc, used in self.classes
-        ]
+    def flavor_levels(self, instance_type: str) -> list[str]:
+        """The levels of a flavor's Topology, coarsest first (as Kueue lists them)."""
+        flavor = self.flavors.get(instance_type)
+        return flavor.levels if flavor else []
+
+    def has_level(self, label: str, instance_type: str | None = None) -> bool:
+        return any(label in self.flavor_levels(t) for t in self.eligible(instance_type))
+
+    def levels(self, instance_type: str | None = None) -> list[str]:
+        """The levels a job may ask for, tightest first: hostname, layer-4 (if a flavor has it), ..."""
+        depth = max((self.flavors[t].depth for t in self.eligible(instance_type)), default=0)
+        return [HOSTNAME_LABEL, *(layer_label(i) for i in range(depth, 0, -1))]
+
+    def _fits(self, pod: Resources, now: bool) -> list[int]:
+        return [pods_fit(alloc - used if now else alloc, pod) for _, alloc, used in self.classes]
 
     def best_domain(
         self, label: str, pod: Resources, *, now: bool, instance_type: str | None = None
     ) -> DomainFit:
-        fits = self._fits(pod, now, instance_type)
+        """The domain of ``label`` holding the most pods, over the flavors a job may get (a domain's
+        pods are one flavor's: Kueue gives a pod set a single flavor)."""
+        fits = self._fits(pod, now)
         best = DomainFit(label, None, 0, 0)
-        if label == HOSTNAME_LABEL:
-            for cid, (name, _) in enumerate(self.hosts):
-                if instance_type and self.classes[cid][0] != instance_type:
-                    continue
-                if (
-                    best.domain is None
-                    or fits[cid] > best.pods
-                    or (fits[cid] == best.pods and name < best.domain)
+        for flavor in self.eligible(instance_type):
+            if label not in self.flavor_levels(flavor):
+                continue
+            if label == HOSTNAME_LABEL:
+                for cid, (name, _) in enumerate(self.hosts):
+                    if self.classes[cid][0] != flavor:
+                        continue
+                    if (
+                        best.domain is None
+                        or fits[cid] > best.pods
+                        or (fits[cid] == best.pods and name < best.domain)
+                    ):
+                        best = DomainFit(label, name, fits[cid], 1, flavor)
+                continue
+            for comp, domain in self.by_level.get(label, ()):
+                pods = nodes = 0
+                for cid, n in comp:
+                    if self.classes[cid][0] == flavor:
+                        pods += n * fits[cid]
+                        nodes += n
+                if nodes and (
+                    best.domain is None or pods > best.pods or (pods == best.pods and domain < best.domain)
                 ):
-                    best = DomainFit(label, name, fits[cid], 1)
-            return best
-        for comp, domain in self.by_level.get(label, ()):
-            pods = nodes = 0
-            for cid, n in comp:
-                if instance_type and self.classes[cid][0] != instance_type:
-                    continue
-                pods += n * fits[cid]
-                nodes += n
-            if nodes and (
-                best.domain is None or pods > best.pods or (pods == best.pods and domain < best.domain)
-            ):
-                best = DomainFit(label, domain, pods, nodes)
+                    best = DomainFit(label, domain, pods, nodes, flavor)
         return best
 
 
@@ -181,7 +212,7 @@ def tightest_level(
     what ``auto`` picks, and what a refused ``required`` job is told would work."""
     for basis in bases:
         now = basis == "free"
-        for label in index.levels():
+        for label in index.levels(instance_type):
             fit = index.best_domain(label, pod, now=now, instance_type=instance_type)
             if fit.domain is not None and fit.pods >= count:
                 what = "free capacity now" if now else "allocatable capacity (once running work finishes)"
@@ -200,6 +231,7 @@ class Feasibility:
     feasible: bool
     fit: DomainFit  # the largest domain of the asked level, by allocatable
     would_fit: LevelChoice  # the tightest level that would hold the job, by allocatable
+    level_known: bool = True  # False: no flavor the job may get has the level in its Topology
 
 
 def required_feasibility(
@@ -210,4 +242,4 @@ def required_feasibility(
     if fit.domain is not None and fit.pods >= count:
         return Feasibility(True, fit, LevelChoice(label, "allocatable", fit, ""))
     alt = tightest_level(index, pod, count, instance_type=instance_type, bases=("allocatable",))
-    return Feasibility(False, fit, alt)
+    return Feasibility(False, fit, alt, index.has_level(label, instance_type))

@@ -248,6 +248,31 @@ def decide(
     return Admission(decision, manifest, shape, total, cap)
 
 
+def _no_such_level(index: CapacityIndex, level: str, shape: JobShape) -> TopologyInfeasible:
+    """Kueue skips a flavor whose Topology lacks the asked level ("does not contain the requested
+    level", kueue v0.17.0 pkg/scheduler/flavorassigner/tas_flavorassigner.go), required or preferred:
+    with no flavor left, the job would wait forever."""
+    flavors = index.eligible(shape.instance_type)
+    levels = {f: [level_name(lv) for lv in index.flavor_levels(f)] for f in flavors}
+    if shape.instance_type is not None and not flavors:
+        what = f"no {shape.instance_type} node is in the cluster's topology"
+    elif shape.instance_type is not None:
+        what = f"{shape.instance_type} nodes have {', '.join(levels[shape.instance_type])}"
+    else:
+        what = (
+            "; ".join(f"{f}: {', '.join(lv)}" for f, lv in levels.items()) or "the cluster has no GPU flavor"
+        )
+    return TopologyInfeasible(
+        f"no flavor the job can run on has a {level_name(level)} level ({what})",
+        {
+            "field": "topology.level",
+            "level": level,
+            "instance_type": shape.instance_type,
+            "levels": levels,
+        },
+    )
+
+
 def topology_decision(spec: TopologySpec, shape: JobShape, index: CapacityIndex) -> TopologyDecision:
     from topogov.domain.placement import tightest_level
 
@@ -270,6 +295,8 @@ def topology_decision(spec: TopologySpec, shape: JobShape, index: CapacityIndex)
         level = resolve_level(spec.level)
     except UnknownLevel as exc:
         raise ValidationFailed("topology.level", str(exc)) from None
+    if not index.has_level(level, shape.instance_type):
+        raise _no_such_level(index, level, shape)
     now = index.best_domain(level, shape.per_pod, now=True, instance_type=shape.instance_type)
     domain_now = now.domain if now.pods >= shape.pods else None
     if spec.mode == "preferred":

@@ -23,6 +23,23 @@ Drift
     rendered, so a difference is told apart: the same hash means the object was *edited by hand*
     (logged as a warning), another hash means *the policy or the fleet changed* (logged as info).
 
+Fields Kueue never lets change
+    A ResourceFlavor's ``topologyName`` is immutable once set, and a Topology's ``levels`` are
+    immutable (kubernetes-sigs/kueue v0.17.0 ``config/components/crd/bases``, CEL rules
+    "topologyName is immutable when topologyName is set" and "field is immutable"). Topology names say
+    their depth (:func:`topogov.domain.kueue.topology_name`), so levels never need to change; a flavor
+    that must move to another Topology is *re-created*: Kueue keeps a flavor that a ClusterQueue lists
+    (finalizer ``kueue.x-k8s.io/resource-in-use``, released by
+    ``pkg/controller/core/resourceflavor_controller.go`` once no ClusterQueue uses it), so the governor
+    first takes the flavor out of the ClusterQueues it owns, deletes it, waits (a few seconds) for
+    Kueue to let it go, creates it again and puts it back in the queues. Admitted work keeps running;
+    nothing new is admitted on that flavor meanwhile. When Kueue has not let go in time, the queues
+    stay without the flavor and the next pass finishes the job; a ClusterQueue Topogov does not own
+    that lists the flavor blocks the re-creation (reported, nothing written). A live Topology with the
+    very levels a flavor needs is kept under its old name (a cluster from before the per-depth names
+    keeps its ``topogov-network`` where its levels are right), so an upgrade re-creates only what is
+    wrong. An owned object that is being deleted is waited for, never written.
+
 A team removed from the policy
     Its ClusterQueue is deleted only when nothing is left in it: Kueue's status counts
     (``pendingWorkloads``, ``reservingWorkloads``, ``admittedWorkloads``) are zero and no unfinished
@@ -52,8 +69,8 @@ from topogov.domain.kueue import (
     ApiVersion,
     FlavorInput,
     flavors_from_snapshot,
-    fleet_depth,
     render,
+    topology_object,
 )
 from topogov.domain.quantity import Resources, parse_quantity
 from topogov.exceptions import KubernetesError
@@ -98,6 +115,9 @@ class Action(enum.StrEnum):
     HOLD = "hold"  # a removed team's queue still has work: stopPolicy HoldAndDrain
     KEEP = "keep"  # not in the policy any more, kept while a held queue drains
     UNOWNED = "unowned"  # same name, not Topogov's: left alone, reported
+    RECREATE = "recreate"  # an immutable field must change: out of the queues, deleted, created again
+    WAIT = "wait"  # being deleted (Kueue holds it while it is in use): nothing written
+    BLOCKED = "blocked"  # must be re-created, but a ClusterQueue Topogov does not own lists it
 
 
 SYMBOL = {
@@ -107,7 +127,11 @@ SYMBOL = {
     Action.HOLD: "!",
     Action.KEEP: "=",
     Action.UNOWNED: "?",
+    Action.RECREATE: "±",
+    Action.WAIT: "…",
+    Action.BLOCKED: "×",
 }
+WRITES = (Action.CREATE, Action.RECREATE, Action.UPDATE, Action.DELETE, Action.HOLD)
 
 
 @dataclass
@@ -140,8 +164,8 @@ class Change:
 @dataclass
 class Plan:
     api_version: str
-    depth: int = 0
     flavors: list[str] = field(default_factory=list)
+    topologies: dict[str, str] = field(default_factory=dict)  # flavor -> the Topology it is in
     changes: list[Change] = field(default_factory=list)
     unchanged: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -152,15 +176,13 @@ class Plan:
 
     @property
     def writes(self) -> list[Change]:
-        return [
-            c for c in self.changes if c.action in (Action.CREATE, Action.UPDATE, Action.DELETE, Action.HOLD)
-        ]
+        return [c for c in self.changes if c.action in WRITES]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "api_version": self.api_version,
-            "depth": self.depth,
             "flavors": list(self.flavors),
+            "topologies": dict(self.topologies),
             "changes": [c.to_json() for c in self.changes],
             "counts": {str(a): self.count(a) for a in Action} | {"unchanged": self.unchanged},
             "warnings": list(self.warnings),
@@ -310,6 +332,63 @@ def _cq_flavors(cq: Mapping[str, Any]) -> set[str]:
     return {f.get("name") for g in groups for f in g.get("flavors") or []}
 
 
+def without_flavors(cq: Mapping[str, Any], flavors: set[str]) -> dict[str, Any]:
+    """``cq`` with ``flavors`` taken out of its resource groups (a group left with none goes too:
+    Kueue requires at least one flavor per group)."""
+    spec = dict(cq.get("spec") or {})
+    groups = []
+    for group in spec.get("resourceGroups") or []:
+        kept = [f for f in group.get("flavors") or [] if f.get("name") not in flavors]
+        if kept:
+            groups.append({**group, "flavors": kept})
+    spec["resourceGroups"] = groups
+    return {**cq, "spec": spec}
+
+
+def terminating(obj: Mapping[str, Any] | None) -> bool:
+    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _levels(topology: Mapping[str, Any] | None) -> list[str]:
+    return [lv.get("nodeLabel") for lv in ((topology or {}).get("spec") or {}).get("levels") or []]
+
+
+def keep_equivalent_topologies(
+    desired: list[dict[str, Any]], live: Mapping[tuple[str, str, str | None], Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``desired`` with each owned flavor left in the live Topology it is in when that one has exactly
+    the levels the flavor needs (an upgrade re-creates only flavors whose levels are wrong), and only
+    the Topologies some flavor refers to."""
+    levels = {o["metadata"]["name"]: _levels(o) for o in desired if o["kind"] == "Topology"}
+    kept: dict[str, dict[str, Any]] = {}  # live owned Topologies kept under their old names
+    flavors: list[dict[str, Any]] = []
+    for obj in desired:
+        if obj["kind"] != "ResourceFlavor":
+            continue
+        want = obj["spec"]["topologyName"]
+        current = live.get(("ResourceFlavor", obj["metadata"]["name"], None))
+        have = ((current or {}).get("spec") or {}).get("topologyName")
+        old = live.get(("Topology", have, None)) if have and have != want else None
+        if old is not None and owned(current) and not terminating(old) and _levels(old) == levels[want]:
+            obj = {**obj, "spec": {**obj["spec"], "topologyName": have}}
+            if owned(old) and have not in levels:
+                kept[have] = topology_object(have, _levels(old), obj["apiVersion"].split("/")[1])
+        flavors.append(obj)
+    used = {f["spec"]["topologyName"] for f in flavors}
+    topologies = [o for o in desired if o["kind"] == "Topology"] + list(kept.values())
+    out: list[dict[str, Any]] = []
+    for obj in desired:
+        if obj["kind"] == "Topology":
+            continue
+        if obj["kind"] == "ResourceFlavor":
+            out.extend(t for t in topologies if t["metadata"]["name"] in used)
+            out.extend(flavors)
+            topologies = flavors = []
+            continue
+        out.append(obj)
+    return out
+
+
 # --- the governor ------------------------------------------------------------------------------------
 
 
@@ -322,10 +401,15 @@ class Governor:
         cohort: str = "topogov",
         log: Any = None,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        release_wait_s: float = 10.0,
     ) -> None:
         self.objects = objects
         self.api_version = api_version
         self.cohort = cohort
+        self._sleep = sleep
+        self.release_wait_s = release_wait_s  # how long a re-creation waits for Kueue to let go
+        self._withheld: set[str] = set()
         # What it did, with the object: warnings for what an operator must look at (a hand edit
         # corrected, an object left alone, a queue stopped, a failed write), info for the rest.
         self._log = log or _LOG
@@ -335,8 +419,8 @@ class Governor:
     def group_version(self) -> str:
         return f"kueue.x-k8s.io/{self.api_version}"
 
-    def desired(self, policy: Any, flavors: list[FlavorInput], depth: int) -> list[dict[str, Any]]:
-        return render(policy, flavors, depth=depth, api_version=self.api_version, cohort=self.cohort)
+    def desired(self, policy: Any, flavors: list[FlavorInput]) -> list[dict[str, Any]]:
+        return render(policy, flavors, api_version=self.api_version, cohort=self.cohort)
 
     def plan(self, policy: Any, snapshot: Any) -> Plan:
         """What a pass would change, from reads only."""
@@ -348,28 +432,47 @@ class Governor:
                 "GPU nodes): nothing rendered, nothing changed or deleted"
             )
             return plan
-        plan.depth = fleet_depth(snapshot)
         plan.flavors = [f.instance_type for f in flavors]
         capacity = Resources()
         for f in flavors:
             capacity = capacity + f.capacity
         plan.warnings = policy.warnings(capacity)
-        desired = self.desired(policy, flavors, plan.depth)
-        wanted = {_ref(o) for o in desired}
         # One list per kind (7 reads a pass, whatever the number of teams), not one GET per object.
         live: dict[tuple[str, str, str | None], dict[str, Any]] = {}
         for kind in KINDS:
             version = "v1" if kind == "Namespace" else self.group_version
             for obj in self.objects.list(version, kind):
                 live[_ref(obj)] = obj
+        desired = keep_equivalent_topologies(self.desired(policy, flavors), live)
+        plan.topologies = {
+            o["metadata"]["name"]: o["spec"]["topologyName"] for o in desired if o["kind"] == "ResourceFlavor"
+        }
+        wanted = {_ref(o) for o in desired}
+        recreate, waiting = self._plan_immutable(plan, desired, live)
+        if waiting:  # a flavor Kueue is letting go must leave every queue first, or it never goes
+            desired = [without_flavors(o, waiting) if o["kind"] == "ClusterQueue" else o for o in desired]
+        planned = {(c.kind, c.name, c.namespace) for c in plan.changes}
 
         for obj in desired:
             kind, name, ns = _ref(obj)
             current = live.get((kind, name, ns))
+            if (kind, name, ns) in planned:
+                continue
             if current is None:
                 plan.changes.append(Change(Action.CREATE, kind, name, ns, obj["apiVersion"], desired=obj))
             elif kind == "Namespace":
                 plan.unchanged += 1  # exists: the team's, whoever created it
+            elif terminating(current):
+                plan.changes.append(
+                    Change(
+                        Action.WAIT,
+                        kind,
+                        name,
+                        ns,
+                        obj["apiVersion"],
+                        reason="being deleted (Kueue keeps it while it is in use): created again once gone",
+                    )
+                )
             elif not owned(current):
                 plan.changes.append(
                     Change(
@@ -383,9 +486,12 @@ class Governor:
                 )
             else:
                 diff = drift(obj, current)
-                if diff:
+                readds = sorted(recreate & _cq_flavors(current)) if kind == "ClusterQueue" else []
+                if diff or readds:
                     hand = edited_by_hand(obj, current)
                     why = "edited by hand" if hand else "the policy or the fleet changed"
+                    if not diff:
+                        why = f"takes back ResourceFlavor {', '.join(readds)} once it is re-created"
                     plan.changes.append(
                         Change(
                             Action.UPDATE,
@@ -402,12 +508,78 @@ class Governor:
                 else:
                     plan.unchanged += 1
 
+        order = {k: i for i, k in enumerate(KINDS)}  # creation order; re-creations in their kind's place
+        plan.changes.sort(key=lambda c: order[c.kind])
         stale: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KUEUE_KINDS}
         for key, obj in live.items():
             if key[0] != "Namespace" and key not in wanted and owned(obj):
-                stale[key[0]].append(obj)
+                if terminating(obj):
+                    plan.changes.append(
+                        Change(Action.WAIT, key[0], key[1], key[2], obj["apiVersion"], reason="being deleted")
+                    )
+                else:
+                    stale[key[0]].append(obj)
         self._plan_removals(plan, stale)
         return plan
+
+    def _plan_immutable(
+        self,
+        plan: Plan,
+        desired: list[dict[str, Any]],
+        live: Mapping[tuple[str, str, str | None], dict[str, Any]],
+    ) -> tuple[set[str], set[str]]:
+        """Flavors whose ``topologyName`` must change (re-created) and flavors being deleted."""
+        recreate: set[str] = set()
+        waiting: set[str] = set()
+        queues = [o for k, o in live.items() if k[0] == "ClusterQueue"]
+        for obj in desired:
+            if obj["kind"] != "ResourceFlavor":
+                continue
+            name = obj["metadata"]["name"]
+            current = live.get(("ResourceFlavor", name, None))
+            if current is None or not owned(current):
+                continue
+            if terminating(current):
+                waiting.add(name)
+                continue
+            have = (current.get("spec") or {}).get("topologyName")
+            want = obj["spec"]["topologyName"]
+            if have is None or have == want:
+                continue
+            diff = [f"spec.topologyName: {_show(have)} -> {_show(want)}"]
+            users = sorted(q["metadata"]["name"] for q in queues if name in _cq_flavors(q))
+            foreign = sorted(q["metadata"]["name"] for q in queues if name in _cq_flavors(q) and not owned(q))
+            if foreign:
+                why = (
+                    f"topologyName is immutable in Kueue, so it must be re-created, but ClusterQueue "
+                    f"{', '.join(foreign)} (not Topogov's) lists it and Kueue would keep it: "
+                    "take it out there"
+                )
+                plan.changes.append(
+                    Change(Action.BLOCKED, "ResourceFlavor", name, None, obj["apiVersion"], diff, reason=why)
+                )
+                plan.warnings.append(f"ResourceFlavor {name}: {why}")
+                continue
+            recreate.add(name)
+            why = (
+                "topologyName is immutable in Kueue: taken out of "
+                + (f"ClusterQueue {', '.join(users)}" if users else "no ClusterQueue")
+                + ", deleted and created again; admitted work keeps running"
+            )
+            plan.changes.append(
+                Change(
+                    Action.RECREATE,
+                    "ResourceFlavor",
+                    name,
+                    None,
+                    obj["apiVersion"],
+                    diff,
+                    reason=why,
+                    desired=obj,
+                    current=current,
+                )
+            )
+        return recreate, waiting
 
     def _plan_removals(self, plan: Plan, stale: Mapping[str, list[dict[str, Any]]]) -> None:
         gv = self.group_version
@@ -492,6 +664,8 @@ class Governor:
     # -- writes --------------------------------------------------------------------------------------
     def apply(self, plan: Plan) -> GovernorSummary:
         summary = GovernorSummary(plan=plan)
+        # Flavors no queue may list while this apply runs: those being re-created until they are back.
+        self._withheld = {c.name for c in plan.changes if c.action == Action.RECREATE}
         for change in plan.writes:
             try:
                 self._apply_one(change)
@@ -506,16 +680,61 @@ class Governor:
                 self._log.warning("object not owned by topogov left alone", extra={"object": change.object})
         return summary
 
+    def _queue_as_allowed(self, desired: dict[str, Any]) -> dict[str, Any]:
+        if desired["kind"] == "ClusterQueue" and self._withheld & _cq_flavors(desired):
+            return without_flavors(desired, self._withheld)
+        return desired
+
+    def _recreate_flavor(self, change: Change) -> None:
+        """Out of every queue, deleted, created again once Kueue lets it go (see the module docstring)."""
+        assert change.desired is not None
+        name = change.name
+        for cq in self.objects.list(self.group_version, "ClusterQueue"):
+            if name in _cq_flavors(cq) and owned(cq):
+                self._detach(cq, change)
+        self.objects.delete(change.api_version, "ResourceFlavor", name)
+        waited = 0.0
+        while self.objects.get(change.api_version, "ResourceFlavor", name) is not None:
+            if waited >= self.release_wait_s:
+                self._log.warning(
+                    "flavor not released yet: the queues stay without it until the next pass",
+                    extra={"object": change.object, "waited_s": waited},
+                )
+                return
+            self._sleep(0.5)
+            waited += 0.5
+        self.objects.create(stamped(change.desired))
+        self._withheld.discard(name)
+        self._log.warning(
+            "re-created a flavor (its topologyName is immutable)",
+            extra={"object": change.object, "diff": change.diff},
+        )
+
+    def _detach(self, cq: dict[str, Any], change: Change) -> None:
+        """PUT the live queue ``cq`` without the flavor of ``change``, re-reading on a 409."""
+        for _ in range(3):
+            if self.objects.replace(without_flavors(cq, {change.name})) is not None:
+                return
+            fresh = self.objects.get(change.api_version, "ClusterQueue", cq["metadata"]["name"])
+            if fresh is None or not owned(fresh):
+                return
+            cq = fresh
+        raise KubernetesError(409, f"update ClusterQueue {cq['metadata']['name']}", "kept conflicting")
+
     def _apply_one(self, change: Change) -> None:
         if change.action == Action.CREATE:
             assert change.desired is not None
-            self.objects.create(change.desired if change.kind == "Namespace" else stamped(change.desired))
+            desired = self._queue_as_allowed(change.desired)
+            self.objects.create(desired if change.kind == "Namespace" else stamped(desired))
             self._log.info("created", extra={"object": change.object})
+        elif change.action == Action.RECREATE:
+            self._recreate_flavor(change)
         elif change.action == Action.UPDATE:
             assert change.desired is not None and change.current is not None
             current = change.current
+            desired = self._queue_as_allowed(change.desired)
             for _ in range(3):
-                if self.objects.replace(corrected(change.desired, current)) is not None:
+                if self.objects.replace(corrected(desired, current)) is not None:
                     extra = {"object": change.object, "diff": change.diff, "why": change.reason}
                     if change.reason == "edited by hand":
                         self._log.warning("corrected drift", extra=extra)
@@ -564,10 +783,8 @@ def format_plan(plan: Plan) -> str:
     lines: list[str] = []
     if plan.skipped:
         return f"Nothing to plan: {plan.skipped}\n"
-    lines.append(
-        f"Kueue objects ({plan.api_version}) for {len(plan.flavors)} GPU flavor(s) "
-        f"[{', '.join(plan.flavors)}], {plan.depth} network layer(s):"
-    )
+    shown = ", ".join(f"{f} in {plan.topologies[f]}" if f in plan.topologies else f for f in plan.flavors)
+    lines.append(f"Kueue objects ({plan.api_version}) for {len(plan.flavors)} GPU flavor(s) [{shown}]:")
     for change in plan.changes:
         lines.append(f"  {SYMBOL[change.action]} {change.action:<8} {change.object}")
         for d in change.diff:
@@ -576,16 +793,16 @@ def format_plan(plan: Plan) -> str:
             lines.append(f"        ({change.reason})")
     if not plan.changes:
         lines.append("  (no changes)")
-    counts = ", ".join(
-        f"{plan.count(a)} to {a}"
-        for a in (Action.CREATE, Action.UPDATE, Action.DELETE, Action.HOLD)
-        if plan.count(a)
-    )
+    counts = ", ".join(f"{plan.count(a)} to {a}" for a in WRITES if plan.count(a))
     extras = [f"{plan.unchanged} unchanged"]
     if plan.count(Action.KEEP):
         extras.append(f"{plan.count(Action.KEEP)} kept while draining")
     if plan.count(Action.UNOWNED):
         extras.append(f"{plan.count(Action.UNOWNED)} not Topogov's (left alone)")
+    if plan.count(Action.WAIT):
+        extras.append(f"{plan.count(Action.WAIT)} being deleted")
+    if plan.count(Action.BLOCKED):
+        extras.append(f"{plan.count(Action.BLOCKED)} blocked")
     lines.append(f"Plan: {counts or 'no changes'}; " + ", ".join(extras) + ".")
     for w in plan.warnings:
         lines.append(f"warning: {w}")
