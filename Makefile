@@ -50,8 +50,10 @@ integration: install
 test: lint
 	$(BIN)/pytest -n 2 --dist loadfile
 
+# The cluster has no default: `make synth CLUSTER=my-eks` (cdk.json names none on purpose).
 synth: install
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx cdk synth --quiet
+	@test -n "$(CLUSTER)" || { echo "make synth: name the EKS cluster: make synth CLUSTER=my-eks" >&2; exit 2; }
+	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx cdk synth --quiet -c topogov:clusterName=$(CLUSTER)
 
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000

@@ -3,7 +3,7 @@ and tracing, in front of the api function (Lambda proxy integration)."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -67,6 +67,7 @@ class Api(Construct):
                 resources=[storage.snapshot_bucket.arn_for_objects(SNAPSHOT_KEY)],
             )
         )
+        role.add_to_policy(storage.snapshot_existence_statement())
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="LedgerAndCounters",  # charge + record in one transaction, refund, release, read
@@ -94,6 +95,28 @@ class Api(Construct):
         )
 
         self.access_logs = logs.LogGroup(self, "AccessLogs", retention=log_retention)
+        # Who may call at all, before IAM auth and the handler's team check: principals of this
+        # account (or of the organisation, by context). Without it any SigV4 principal of any account
+        # with an IAM allow for execute-api:Invoke reaches the function.
+        caller_condition = (
+            {"StringEquals": {"aws:PrincipalOrgID": config.api_organization_id}}
+            if config.api_organization_id
+            else {"StringEquals": {"aws:PrincipalAccount": Stack.of(self).account}}
+        )
+        invoke_any = Stack.of(self).format_arn(service="execute-api", resource="*")
+        resource_policy = iam.PolicyDocument(
+            statements=[
+                iam.PolicyStatement(
+                    sid="CallersOfThisAccount"
+                    if not config.api_organization_id
+                    else "CallersOfTheOrganization",
+                    principals=[iam.AnyPrincipal()],
+                    actions=["execute-api:Invoke"],
+                    resources=[invoke_any],
+                    conditions=caller_condition,
+                )
+            ]
+        )
         method_throttle = apigw.MethodDeploymentOptions(
             throttling_rate_limit=config.submit_rate_limit, throttling_burst_limit=config.submit_burst_limit
         )
@@ -101,7 +124,10 @@ class Api(Construct):
             self,
             "RestApi",
             description="Topogov: topology-aware task governance",
-            cloud_watch_role=True,
+            policy=resource_policy,
+            # API Gateway's CloudWatch role is one per account and region: creating it replaces the
+            # one the account has. Opt-in (topogov:apiGatewayCloudWatchRole); see the README.
+            cloud_watch_role=config.api_gateway_cloud_watch_role,
             deploy_options=apigw.StageOptions(
                 stage_name=STAGE,
                 tracing_enabled=True,

@@ -44,6 +44,13 @@ class DeployConfig(BaseModel):
         "v1beta1", description="the Kueue API version the governor writes"
     )
     governor: bool = Field(True, description="keep the Kueue objects in step with the policy")
+    api_gateway_cloud_watch_role: bool = Field(
+        False,
+        description="create API Gateway's account-wide CloudWatch Logs role (replaces the account's own)",
+    )
+    api_organization_id: str | None = Field(
+        None, pattern=r"^o-[a-z0-9]{10,32}$", description="let the API be called from this AWS Organization"
+    )
 
     @field_validator("reconcile_schedule")
     @classmethod
@@ -118,6 +125,9 @@ class DeployConfig(BaseModel):
             raw = get(PREFIX + camel)
             if raw is not None and raw != "":
                 values[name] = raw
+        for key in ("governor", "api_gateway_cloud_watch_role"):
+            if isinstance(values.get(key), str):  # -c key=true gives a string
+                values[key] = {"true": True, "false": False}.get(values[key].lower(), values[key])
         for key, coerce in (
             ("log_retention_days", int),
             ("drift_alarm_threshold", int),

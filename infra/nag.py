@@ -47,13 +47,17 @@ def suppress(stack: TopogovStack) -> None:
             "(requirements/runtime.txt); moving the runtime means rebuilding and re-testing that layer",
         )
     rest_api = stack.api.rest_api
-    _one(
-        rest_api.node.find_child("CloudWatchRole"),
-        "AwsSolutions-IAM4",
-        "API Gateway's account-level logging role needs AmazonAPIGatewayPushToCloudWatchLogs, the managed "
-        "policy AWS provides for exactly this and nothing else",
-        ["Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs"],
-    )
+    role = rest_api.node.try_find_child("CloudWatchRole")
+    if role is not None:  # only with topogov:apiGatewayCloudWatchRole=true
+        _one(
+            role,
+            "AwsSolutions-IAM4",
+            "API Gateway's account-level logging role needs AmazonAPIGatewayPushToCloudWatchLogs, the "
+            "managed policy AWS provides for exactly this and nothing else",
+            [
+                "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs"
+            ],
+        )
     _one(
         rest_api.deployment_stage,
         "AwsSolutions-APIG3",

@@ -1,14 +1,22 @@
-"""Alarms (function errors and throttles, reconcile failures, drift, Kueue write failures and
-objects not owned, dead letters, API 5xx and
-latency) to one SNS topic, and a dashboard of the reconcile summary, API statuses and per-team
-in-flight usage."""
+"""Alarms (function errors, API throttles, reconcile failures and passes that stop completing, drift,
+Kueue write failures and objects not owned, dead letters, API 5xx and latency) to one SNS topic, and a
+dashboard of the reconcile summary, API statuses and per-team in-flight usage.
+
+The topic is encrypted with a customer-managed key: CloudWatch cannot publish to a topic encrypted
+with the AWS-managed ``alias/aws/sns`` key, whose policy no one can change
+(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html, "Amazon SNS
+topics with SSE": the key policy must let ``cloudwatch.amazonaws.com`` use ``kms:Decrypt`` and
+``kms:GenerateDataKey*``), and the topic policy lets CloudWatch publish, both only for this account's
+alarms (``aws:SourceAccount``, ``aws:SourceArn``: the confused-deputy guard AWS documents for service
+principals)."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -20,6 +28,18 @@ from infra.config import DeployConfig
 from infra.names import METRICS_NAMESPACE, SERVICE
 
 PERIOD = Duration.minutes(5)
+CLOUDWATCH = "cloudwatch.amazonaws.com"
+
+
+def schedule_interval(expression: str) -> Duration:
+    """How often ``rate(N unit)`` fires (a cron expression: taken as hourly, a bound for the alarm)."""
+    import re
+
+    m = re.match(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$", expression)
+    if not m:
+        return Duration.hours(1)
+    n, unit = int(m.group(1)), m.group(2)
+    return {"m": Duration.minutes, "h": Duration.hours, "d": Duration.days}[unit[0]](n)
 
 
 def topogov_metric(name: str, stat: str = "Sum", **dims: str) -> cw.Metric:
@@ -45,15 +65,49 @@ class Observability(Construct):
         teams: list[str],
     ) -> None:
         super().__init__(scope, id)
-        if config.alarm_topic_arn:
+        stack = Stack.of(self)
+        alarms_arn = stack.format_arn(
+            service="cloudwatch",
+            resource="alarm",
+            resource_name="*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        from_this_account = {
+            "StringEquals": {"aws:SourceAccount": stack.account},
+            "ArnLike": {"aws:SourceArn": alarms_arn},
+        }
+        self.key: kms.Key | None = None
+        if config.alarm_topic_arn:  # the operator's topic: its policy must let CloudWatch publish
             self.topic: sns.ITopic = sns.Topic.from_topic_arn(self, "Alarms", config.alarm_topic_arn)
         else:
-            topic = sns.Topic(
+            self.key = kms.Key(
                 self,
-                "Alarms",
-                display_name="Topogov alarms",
-                enforce_ssl=True,
-                master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
+                "AlarmsKey",
+                description="Topogov alarm topic: CloudWatch alarms of this account may publish",
+                enable_key_rotation=True,
+                removal_policy=RemovalPolicy.DESTROY,
+                pending_window=Duration.days(7),
+            )
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="CloudWatchAlarmsPublish",
+                    principals=[iam.ServicePrincipal(CLOUDWATCH)],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],  # in a key policy, "*" is this key
+                    conditions=from_this_account,
+                )
+            )
+            topic = sns.Topic(
+                self, "Alarms", display_name="Topogov alarms", enforce_ssl=True, master_key=self.key
+            )
+            topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="CloudWatchAlarmsPublish",
+                    principals=[iam.ServicePrincipal(CLOUDWATCH)],
+                    actions=["sns:Publish"],
+                    resources=[topic.topic_arn],
+                    conditions=from_this_account,
+                )
             )
             if config.alarm_email:
                 topic.add_subscription(subs.EmailSubscription(config.alarm_email))
@@ -62,7 +116,12 @@ class Observability(Construct):
         self.alarms: list[cw.Alarm] = []
 
         def alarm(
-            name: str, metric: cw.IMetric, threshold: float, description: str, periods: int = 1
+            name: str,
+            metric: cw.IMetric,
+            threshold: float,
+            description: str,
+            periods: int = 1,
+            below: bool = False,
         ) -> None:
             a = cw.Alarm(
                 self,
@@ -70,8 +129,12 @@ class Observability(Construct):
                 metric=metric,
                 threshold=threshold,
                 evaluation_periods=periods,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD
+                if below
+                else cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.BREACHING
+                if below
+                else cw.TreatMissingData.NOT_BREACHING,
                 alarm_description=description,
             )
             a.add_alarm_action(action)
@@ -79,12 +142,31 @@ class Observability(Construct):
 
         for name, fn in functions.items():
             alarm(f"{name}Errors", fn.metric_errors(period=PERIOD), 1, f"the {name} function failed")
-            alarm(
-                f"{name}Throttles",
-                fn.metric_throttles(period=PERIOD),
-                1,
-                f"the {name} function was throttled",
-            )
+        # The reconcile function runs one pass at a time (reserved concurrency 1), so a burst of
+        # "running" events is throttled and retried by Lambda as designed: throttles are no alarm there.
+        # What matters is an event dropped (DeadLetters below) and passes that stop completing.
+        alarm(
+            "ApiThrottles",
+            functions["Api"].metric_throttles(period=PERIOD),
+            1,
+            "the api function was throttled (the account's concurrency is exhausted)",
+        )
+        interval = schedule_interval(config.reconcile_schedule)
+        window = Duration.minutes(max(15, 3 * int(interval.to_minutes())))
+        alarm(
+            "ReconcileNotCompleting",
+            cw.Metric(
+                namespace=METRICS_NAMESPACE,
+                metric_name="Completed",
+                dimensions_map={"service": SERVICE, "mode": "full"},
+                statistic="Sum",
+                period=window,
+            ),
+            1,
+            f"no full reconcile pass completed in {int(window.to_minutes())} minutes "
+            "(the schedule, the function or the cluster is failing)",
+            below=True,
+        )
         alarm(
             "ReconcileFailures",
             topogov_metric("Failed", mode="full"),
@@ -162,6 +244,7 @@ class Observability(Construct):
                     topogov_metric(m, mode="full")
                     for m in (
                         "KueueCreated",
+                        "KueueRecreated",
                         "KueueUpdated",
                         "KueueDeleted",
                         "KueueHeld",

@@ -81,6 +81,7 @@ class Reconciler(Construct):
                 resources=[storage.snapshot_bucket.arn_for_objects(SNAPSHOT_KEY)],
             )
         )
+        self.fn.role.add_to_policy(storage.snapshot_existence_statement())
         self.fn.role.add_to_policy(
             iam.PolicyStatement(
                 sid="LedgerSync",

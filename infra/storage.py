@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -49,4 +50,16 @@ class Storage(Construct):
                 )
             ],
             removal_policy=RemovalPolicy.RETAIN,
+        )
+
+    def snapshot_existence_statement(self) -> iam.PolicyStatement:
+        """``s3:ListBucket`` on the snapshot bucket: without it S3 answers a GET of a key that does
+        not exist yet (before the first reconcile pass) with 403 AccessDenied instead of 404
+        NoSuchKey (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
+        No ``s3:prefix`` condition: a GET carries none, so a conditioned grant would not count. The
+        bucket holds the snapshot and its versions only, so listing shows nothing more."""
+        return iam.PolicyStatement(
+            sid="TellAMissingSnapshot",
+            actions=["s3:ListBucket"],
+            resources=[self.snapshot_bucket.bucket_arn],
         )

@@ -97,3 +97,9 @@ class Unavailable(ApiError):
     """A dependency (Kubernetes, DynamoDB) failed; nothing was charged or left behind."""
 
     status, code = 503, "UNAVAILABLE"
+
+
+class TopologyUnavailable(Unavailable):
+    """No topology snapshot to decide a topology request from (none written yet, or unreadable)."""
+
+    status, code = 503, "TOPOLOGY_UNAVAILABLE"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
@@ -65,6 +66,9 @@ def test_eks_s3_and_dynamodb_permissions_are_scoped(template):
         if "eks:DescribeCluster" in actions:
             assert "cluster/gpu-training" in json.dumps(resources)
         if any(a.startswith("s3:") for a in actions):
+            if actions == ["s3:ListBucket"]:  # the bucket itself (tells a missing key from a forbidden one)
+                assert len(resources) == 1 and resources[0]["Fn::GetAtt"][1] == "Arn"
+                continue
             assert set(actions) <= {"s3:GetObject", "s3:PutObject"}
             assert "topology/snapshot.json" in json.dumps(resources)
         if any(a.startswith("dynamodb:") for a in actions):
@@ -203,3 +207,159 @@ def test_a_private_cluster_puts_the_functions_in_its_vpc():
     )
     for fn in template.find_resources("AWS::Lambda::Function").values():
         assert fn["Properties"]["VpcConfig"]["SubnetIds"] == ["subnet-0123456789abcdef0"]
+
+
+# --- alarms that can notify, and who may call the API (issue 11, items 2 and 5) -----------------------
+
+from .iam_eval import Request, Resolver, allows  # noqa: E402
+
+
+def _resolver(template) -> Resolver:
+    return Resolver(template.to_json(), CONTEXT["topogov:account"], CONTEXT["topogov:region"])
+
+
+def test_every_alarm_action_reaches_a_topic_cloudwatch_may_publish_to_through_its_key(template):
+    """CloudWatch publishes an alarm to SNS as the service principal ``cloudwatch.amazonaws.com``: the
+    topic policy must allow it ``sns:Publish`` and, for an encrypted topic, the key policy
+    ``kms:GenerateDataKey*`` and ``kms:Decrypt`` (CloudWatch User Guide, AlarmThatSendsEmail.html,
+    "Amazon SNS topics with SSE"); the AWS-managed ``alias/aws/sns`` key cannot be given that. Each
+    alarm action is followed to its topic, the topic to its key, and both policies are evaluated for
+    a publish by one of this account's alarms (and refused for another account's)."""
+    doc = template.to_json()
+    resolve = _resolver(template)
+    resources = doc["Resources"]
+    alarms = {k: v for k, v in resources.items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+    assert alarms
+    policies = [v for v in resources.values() if v["Type"] == "AWS::SNS::TopicPolicy"]
+    for alarm_id, alarm in alarms.items():
+        actions = alarm["Properties"]["AlarmActions"]
+        assert actions, alarm_id
+        for action in actions:
+            topic_id = action["Ref"]
+            topic = resources[topic_id]
+            assert topic["Type"] == "AWS::SNS::Topic"
+            topic_arn = resolve(action)
+            alarm_arn = resolve.arn(alarm_id)
+            ctx = {
+                "aws:SourceAccount": resolve.account,
+                "aws:SourceArn": alarm_arn,
+                "aws:SecureTransport": "true",
+            }
+            cloudwatch = "cloudwatch.amazonaws.com"
+            (policy,) = [p for p in policies if {"Ref": topic_id} in p["Properties"]["Topics"]]
+            topic_doc = resolve(policy["Properties"]["PolicyDocument"])
+            assert allows(topic_doc, Request("sns:Publish", topic_arn, cloudwatch, context=ctx)), alarm_id
+            other = {
+                **ctx,
+                "aws:SourceAccount": "999988887777",
+                "aws:SourceArn": alarm_arn.replace(resolve.account, "999988887777"),
+            }
+            assert not allows(topic_doc, Request("sns:Publish", topic_arn, cloudwatch, context=other))
+            key_ref = topic["Properties"]["KmsMasterKeyId"]
+            assert "alias/aws/sns" not in json.dumps(key_ref), "CloudWatch cannot use the AWS-managed key"
+            key_id = key_ref["Fn::GetAtt"][0]
+            key = resources[key_id]["Properties"]
+            assert key["EnableKeyRotation"] is True
+            key_doc = resolve(key["KeyPolicy"])
+            key_arn = resolve.arn(key_id)
+            for kms_action in ("kms:GenerateDataKey", "kms:Decrypt"):
+                assert allows(key_doc, Request(kms_action, key_arn, cloudwatch, context=ctx)), kms_action
+                assert not allows(key_doc, Request(kms_action, key_arn, cloudwatch, context=other))
+            # and nothing but those two for CloudWatch
+            assert not allows(key_doc, Request("kms:Encrypt", key_arn, cloudwatch, context=ctx))
+
+
+def test_the_api_takes_callers_of_this_account_only_or_of_the_organisation(template):
+    """API Gateway evaluates the resource policy with IAM auth: a principal of another account is let
+    through only when the resource policy allows it (API Gateway Developer Guide,
+    apigateway-authorization-flow.html). The policy names this account; by context, an organisation."""
+    resolve = _resolver(template)
+    ((api_id, api),) = template.find_resources("AWS::ApiGateway::RestApi").items()
+    policy = resolve(api["Properties"]["Policy"])
+    method = f"arn:aws:execute-api:us-west-2:111122223333:{api_id}/prod/POST/v1/jobs"
+    mine = "arn:aws:iam::111122223333:role/TeamA"
+    theirs = "arn:aws:iam::999988887777:role/TeamA"
+    assert allows(
+        policy,
+        Request(
+            "execute-api:Invoke", method, principal_arn=mine, context={"aws:PrincipalAccount": "111122223333"}
+        ),
+    )
+    assert not allows(
+        policy,
+        Request(
+            "execute-api:Invoke",
+            method,
+            principal_arn=theirs,
+            context={"aws:PrincipalAccount": "999988887777"},
+        ),
+    )
+    _, org = synth({"topogov:apiOrganizationId": "o-abcdefghij"})
+    ((_, org_api),) = org.find_resources("AWS::ApiGateway::RestApi").items()
+    org_policy = _resolver(org)(org_api["Properties"]["Policy"])
+    in_org = {"aws:PrincipalAccount": "999988887777", "aws:PrincipalOrgID": "o-abcdefghij"}
+    assert allows(org_policy, Request("execute-api:Invoke", method, principal_arn=theirs, context=in_org))
+    out = {"aws:PrincipalAccount": "999988887777", "aws:PrincipalOrgID": "o-zzzzzzzzzz"}
+    assert not allows(org_policy, Request("execute-api:Invoke", method, principal_arn=theirs, context=out))
+
+
+def test_the_account_wide_api_gateway_logging_role_is_opt_in(template):
+    """``AWS::ApiGateway::Account`` is one per account and region: creating it replaces the logging
+    role the account already has. Off unless ``topogov:apiGatewayCloudWatchRole`` is true."""
+    template.resource_count_is("AWS::ApiGateway::Account", 0)
+    _, with_role = synth({"topogov:apiGatewayCloudWatchRole": "true"})
+    with_role.resource_count_is("AWS::ApiGateway::Account", 1)
+
+
+def test_synth_without_a_cluster_name_fails_naming_the_key():
+    def get(key):
+        return {k: v for k, v in CONTEXT.items() if k != "topogov:clusterName"}.get(key)
+
+    with pytest.raises(DeployConfigError, match="topogov:clusterName: Field required"):
+        DeployConfig.from_context(get)
+    assert (
+        "topogov:clusterName"
+        not in json.loads((Path(appmod.__file__).parent / "cdk.json").read_text())["context"]
+    )
+
+
+def test_alarms_are_on_what_matters_not_on_reconcile_throttles(template):
+    """Reserved concurrency 1 throttles a burst of "running" events by design (Lambda retries them); an
+    alarm there fires on normal days. The alarms are: an event dropped to the dead-letter queue, and
+    no full pass completing within three schedule intervals (missing data counts)."""
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    by_metric = {}
+    for a in alarms.values():
+        props = a["Properties"]
+        by_metric.setdefault(props.get("MetricName"), []).append(props)
+    throttles = by_metric.get("Throttles", [])
+    assert len(throttles) == 1  # the API's only
+    assert "api" in throttles[0]["AlarmDescription"]
+    (completed,) = by_metric["Completed"]
+    assert completed["ComparisonOperator"] == "LessThanThreshold" and completed["Threshold"] == 1
+    assert completed["TreatMissingData"] == "breaching" and completed["Period"] == 900
+    assert by_metric["ApproximateNumberOfMessagesVisible"]
+
+
+def test_both_roles_may_tell_a_missing_snapshot_from_a_forbidden_one(template):
+    """S3 answers GetObject of a missing key with 404 NoSuchKey only to a caller with s3:ListBucket on
+    the bucket, else 403 AccessDenied (S3 API Reference, GetObject, "Permissions"); both functions
+    read the snapshot before the first pass has written it."""
+    resolve = _resolver(template)
+    buckets = template.find_resources("AWS::S3::Bucket")
+    (bucket_id,) = buckets
+    for role_hint in ("Reconcile", "Api"):
+        docs = [
+            resolve(p["Properties"]["PolicyDocument"])
+            for k, p in template.find_resources("AWS::IAM::Policy").items()
+            if k.startswith(role_hint)
+        ]
+        assert docs, role_hint
+        grants = [
+            st
+            for d in docs
+            for st in d["Statement"]
+            if "s3:ListBucket" in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+        ]
+        assert len(grants) == 1 and "Condition" not in grants[0], role_hint
+        assert grants[0]["Resource"] == resolve.arn(bucket_id), role_hint

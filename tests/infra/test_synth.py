@@ -19,7 +19,8 @@ def test_npx_cdk_synth_bundles_the_layer_and_the_code_without_docker(tmp_path):
     }
     out = tmp_path / "cdk.out"
     proc = subprocess.run(
-        [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--output", str(out)],
+        [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--output", str(out),
+         "-c", "topogov:clusterName=gpu-training"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -32,6 +33,16 @@ def test_npx_cdk_synth_bundles_the_layer_and_the_code_without_docker(tmp_path):
     assert (layer / "python" / "kubernetes").is_dir() and (
         layer / "python" / "aws_lambda_powertools"
     ).is_dir()
+    # boto3 and botocore ship together, at the versions pinned as a pair (never the runtime's boto3 over
+    # the layer's botocore)
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "requirements" / "runtime.txt").read_text().split()
+        if "==" in line
+    )
+    for dist in ("boto3", "botocore"):
+        (info,) = (layer / "python").glob(f"{dist}-*.dist-info")
+        assert info.name == f"{dist}-{pins[dist]}.dist-info", info.name
     # the code: the package without the local stack and CLI, and the validated policy
     assert (code / "topogov" / "handlers" / "api.py").exists() and (code / "policy" / "teams.yaml").exists()
     assert not (code / "topogov" / "local").exists() and not (code / "topogov" / "cli").exists()

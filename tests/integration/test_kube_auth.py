@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import urllib.parse
 
+import pytest
+
 from topogov.adapters.kube_auth import (
     CLUSTER_ID_HEADER,
     TOKEN_PREFIX,
@@ -70,3 +72,28 @@ def test_endpoint_and_ca_come_from_describe_cluster_and_the_client_sends_a_fresh
     # (two tokens minted in the same second are identical: X-Amz-Date has one-second resolution)
     assert first.startswith("Bearer k8s-aws-v1.") and second.startswith("Bearer k8s-aws-v1.")
     assert source.minted == 2
+
+
+def test_a_config_map_only_cluster_is_a_clear_error_with_the_fix(aws_url):
+    """Access entries (how the stack grants the roles) need authentication mode API or
+    API_AND_CONFIG_MAP (EKS User Guide, grant-k8s-access.html). DescribeCluster reports the mode in
+    ``accessConfig``; moto's EKS does not, so botocore's Stubber answers as EKS does."""
+    from botocore.stub import Stubber
+
+    from topogov.exceptions import ConfigError
+
+    eks = aws_client(aws_url, "eks")
+    cluster = {
+        "name": "old",
+        "endpoint": "https://old.example",
+        "certificateAuthority": {"data": "Y2E="},
+        "accessConfig": {"authenticationMode": "CONFIG_MAP"},
+    }
+    stub = Stubber(eks)
+    stub.add_response("describe_cluster", {"cluster": cluster}, {"name": "old"})
+    with stub, pytest.raises(ConfigError, match="authenticationMode=API_AND_CONFIG_MAP"):
+        describe_cluster(eks, "old")
+    cluster["accessConfig"]["authenticationMode"] = "API_AND_CONFIG_MAP"
+    stub.add_response("describe_cluster", {"cluster": cluster}, {"name": "old"})
+    with stub:
+        assert describe_cluster(eks, "old").endpoint == "https://old.example"

@@ -52,3 +52,21 @@ def test_a_corrupt_snapshot_is_a_clear_error(store):
     store._s3.put_object(Bucket=store.bucket, Key=store.key, Body=b"{not json")
     with pytest.raises(SnapshotError, match="corrupt snapshot"):
         store.load()
+
+
+def test_access_denied_is_not_taken_for_a_missing_snapshot(aws_url):
+    """S3 answers a GET of a missing key with 403 AccessDenied to a caller without s3:ListBucket (S3 API
+    Reference, GetObject, "Permissions"). The store must not read that as "no snapshot yet": it says
+    what the role lacks. Here the client is refused by botocore's own Stubber, handed in as the
+    adapter's client (no patching)."""
+    from botocore.stub import Stubber
+
+    s3 = aws_client(aws_url, "s3")
+    stub = Stubber(s3)
+    stub.add_client_error("get_object", service_error_code="AccessDenied", http_status_code=403)
+    store = S3SnapshotStore(s3, "snapshots")
+    with (
+        stub,
+        pytest.raises(SnapshotError, match=r"AccessDenied \(the role needs s3:GetObject .* s3:ListBucket"),
+    ):
+        store.load()

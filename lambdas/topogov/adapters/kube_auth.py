@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from topogov.exceptions import ConfigError
+
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
 PRESIGN_EXPIRES_S = 60
@@ -48,8 +50,23 @@ class ClusterEndpoint:
     ca_data: bytes  # PEM
 
 
+ACCESS_ENTRY_MODES = ("API", "API_AND_CONFIG_MAP")
+
+
 def describe_cluster(eks_client: Any, cluster_name: str) -> ClusterEndpoint:
+    """Endpoint and CA of the cluster. The functions' roles reach the cluster through EKS access
+    entries, which only a cluster in authentication mode ``API`` or ``API_AND_CONFIG_MAP`` honours
+    (EKS User Guide, grant-k8s-access.html, "Set cluster authentication mode"): a ``CONFIG_MAP``
+    cluster would answer every call 401, so that is said here, once, with the fix."""
     cluster = eks_client.describe_cluster(name=cluster_name)["cluster"]
+    mode = (cluster.get("accessConfig") or {}).get("authenticationMode")
+    if mode is not None and mode not in ACCESS_ENTRY_MODES:
+        raise ConfigError(
+            f"EKS cluster {cluster_name!r} has authentication mode {mode}: Topogov's roles are granted "
+            "access with access entries, which need API or API_AND_CONFIG_MAP. Run: aws eks "
+            f"update-cluster-config --name {cluster_name} "
+            "--access-config authenticationMode=API_AND_CONFIG_MAP"
+        )
     ca = base64.b64decode(cluster["certificateAuthority"]["data"])
     return ClusterEndpoint(cluster["endpoint"], ca)
 

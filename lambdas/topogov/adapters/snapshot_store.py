@@ -40,6 +40,13 @@ class S3SnapshotStore:
             if code in {"NoSuchKey", "404"}:
                 self._cached = None
                 return None
+            if code in {"AccessDenied", "403"}:
+                # S3 answers a missing key with 403 to a caller without s3:ListBucket on the bucket
+                # (GetObject, "Permissions"): say so rather than guess which it is.
+                raise SnapshotError(
+                    f"read s3://{self.bucket}/{self.key}: AccessDenied (the role needs s3:GetObject on "
+                    f"the key, and s3:ListBucket on the bucket for S3 to say when it does not exist yet)"
+                ) from exc
             raise SnapshotError(f"read s3://{self.bucket}/{self.key}: {code}") from exc
         try:
             snapshot = Snapshot.from_json(json.loads(obj["Body"].read()))

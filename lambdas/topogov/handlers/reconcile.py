@@ -67,6 +67,7 @@ def publish(summary: PassSummary) -> None:
         ("K8sReads", summary.k8s_reads),
         ("K8sWrites", summary.k8s_writes),
         ("Incomplete", 0 if summary.complete else 1),
+        ("Completed", 1 if summary.complete else 0),  # its absence over a window is an alarm
     ):
         metrics.add_metric(name=name, unit=count, value=value)
     for reason, value in summary.skipped.items():
@@ -82,10 +83,12 @@ def publish_governor(gov: Any) -> dict[str, Any]:
     plan = gov.plan
     for name, value in (
         ("KueueCreated", plan.count(Action.CREATE)),
+        ("KueueRecreated", plan.count(Action.RECREATE)),
         ("KueueUpdated", plan.count(Action.UPDATE)),
         ("KueueDeleted", plan.count(Action.DELETE)),
         ("KueueHeld", plan.count(Action.HOLD) + plan.count(Action.KEEP)),
-        ("KueueUnowned", plan.count(Action.UNOWNED)),
+        # an object not Topogov's is in the way: left alone, or blocking a flavor's re-creation
+        ("KueueUnowned", plan.count(Action.UNOWNED) + plan.count(Action.BLOCKED)),
         ("KueueFailed", len(gov.failures)),
     ):
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)

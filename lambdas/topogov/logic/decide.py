@@ -6,6 +6,7 @@ index of the topology snapshot; the in-flight cap is checked atomically later, b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,8 +119,10 @@ def decide(
     *,
     caller_arn: str,
     policy: Any,
-    index: CapacityIndex,
+    index: CapacityIndex | Callable[[], CapacityIndex],
 ) -> Admission:
+    """``index`` may be a function giving it: it is asked for only when the job has a topology
+    request, so a job without one is decided while no snapshot exists."""
     # -- team -------------------------------------------------------------------------------------
     if isinstance(request, ManifestRequest):
         meta = request.manifest.get("metadata") if isinstance(request.manifest, dict) else None
@@ -207,7 +210,7 @@ def decide(
         )
 
     # -- topology ---------------------------------------------------------------------------------
-    topo = topology_decision(spec, shape, index)
+    topo = topology_decision(spec, shape, index if callable(index) else (lambda: index))
 
     # -- render -----------------------------------------------------------------------------------
     if isinstance(request, ManifestRequest):
@@ -273,11 +276,14 @@ def _no_such_level(index: CapacityIndex, level: str, shape: JobShape) -> Topolog
     )
 
 
-def topology_decision(spec: TopologySpec, shape: JobShape, index: CapacityIndex) -> TopologyDecision:
+def topology_decision(
+    spec: TopologySpec, shape: JobShape, index_of: Callable[[], CapacityIndex]
+) -> TopologyDecision:
     from topogov.domain.placement import tightest_level
 
     if spec.mode == "none":
         return TopologyDecision(mode="none", level=None, reason="no topology asked")
+    index = index_of()
     if spec.mode == "auto":
         choice = tightest_level(index, shape.per_pod, shape.pods, instance_type=shape.instance_type)
         if choice.level is None:

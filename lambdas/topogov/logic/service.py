@@ -15,8 +15,21 @@ from topogov.domain.placement import CapacityIndex
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import build_tree, to_mermaid
-from topogov.exceptions import ApiError, Conflict, Forbidden, NotFound, Unavailable
+from topogov.exceptions import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    NotFound,
+    SnapshotError,
+    TopologyUnavailable,
+    Unavailable,
+)
 from topogov.logic.decide import decide
+
+NO_SNAPSHOT = (
+    "no topology snapshot yet: the reconcile function writes it on its first pass (on its schedule, "
+    "or when an instance starts); until then only jobs without a topology request can be decided"
+)
 
 
 class SnapshotSource(Protocol):
@@ -66,13 +79,23 @@ class Governance:
     lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
 
     # -- topology ---------------------------------------------------------------------------------
+    def _snapshot(self) -> Snapshot:
+        """The current snapshot; 503 TOPOLOGY_UNAVAILABLE while there is none or it cannot be read."""
+        try:
+            snap = self.snapshots.load()
+        except SnapshotError as exc:
+            raise TopologyUnavailable(f"the topology snapshot cannot be read: {exc}") from exc
+        if snap is None:
+            raise TopologyUnavailable(NO_SNAPSHOT)
+        return snap
+
     def index(self) -> CapacityIndex:
         """The capacity index of the current snapshot. The snapshot changes once per reconcile pass
         at most, so a request reuses the index for ``snapshot_ttl_s`` before a conditional GET."""
         now = self.monotonic()
         if self._index is not None and now - self._index[2] < self.snapshot_ttl_s:
             return self._index[1]
-        snap = self.snapshots.load() or Snapshot()
+        snap = self._snapshot()
         if self._index is None or self._index[0] != id(snap):
             self._index = (id(snap), CapacityIndex(snap.nodes.values()), now)
         else:
@@ -84,7 +107,7 @@ class Governance:
         self._index = None
 
     def topology(self, fmt: str) -> dict[str, Any] | str:
-        snap = self.snapshots.load() or Snapshot()
+        snap = self._snapshot()
         tree = build_tree(snap.nodes.values())
         if fmt == "mermaid":
             return to_mermaid(tree)
@@ -92,7 +115,7 @@ class Governance:
 
     # -- submit -----------------------------------------------------------------------------------
     def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
-        adm = decide(request, caller_arn=caller, policy=self.policy, index=self.index())
+        adm = decide(request, caller_arn=caller, policy=self.policy, index=self.index)
         d = adm.decision
         if dry_run:
             used = self.ledger.usage(d.team)
