@@ -5,7 +5,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 PIP     := $(BIN)/pip --disable-pip-version-check -q
 # The stamp changes whenever a pin changes, so `make` reinstalls exactly when needed.
-STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
+STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
 .PHONY: help install kubectl local test unit integration lint bench hardening clean openapi synth
 
@@ -15,10 +15,11 @@ help:
 	@echo "make bench   - reconcile benchmark at 100, 1,000 and 10,000 nodes"
 	@echo "make hardening - fuzzing, auth matrix, races and fault injection at full size, with a report"
 
-$(STAMP): requirements/runtime.txt requirements/dev.txt requirements/infra.txt pyproject.toml
+# Three distributions (docs/architecture.md): the service (.), the CLI (cli/), the local stack (local/).
+$(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -r requirements/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
-	$(PIP) install --no-deps --no-build-isolation -e . 2> >(grep -v "is ignored: it is neither" >&2)
+	$(PIP) install --no-deps --no-build-isolation -e . -e cli -e local 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.installed-*; touch $@
 
 install: $(STAMP) kubectl node_modules/.installed
@@ -38,8 +39,8 @@ local: install
 	$(BIN)/topogov local
 
 lint: install
-	$(BIN)/ruff check lambdas infra tests app.py
-	$(BIN)/ruff format --check lambdas infra tests app.py
+	$(BIN)/ruff check lambdas cli local infra tests app.py
+	$(BIN)/ruff format --check lambdas cli local infra tests app.py
 
 unit: install
 	$(BIN)/pytest tests/unit

@@ -3,8 +3,9 @@
 - The dependencies layer is ``pip install --platform manylinux2014_x86_64 --only-binary=:all:
   --python-version 3.12`` of ``requirements/runtime.txt`` behind CDK local bundling; its asset hash
   is the hash of that file, so it is rebuilt only when a pin changes.
-- The function code is the ``topogov`` package (without the local stack and the CLI) plus the team
-  policy at ``policy/teams.yaml``; its asset hash covers both.
+- The function code is the ``topogov`` package, whole (an allow-list: :data:`SHIPPED`, the only
+  package copied; the CLI and the local stack are other distributions in other folders), plus the
+  team policy at ``policy/teams.yaml``; its asset hash covers both.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ from constructs import Construct
 from infra.names import PIP_PLATFORM, POLICY_IN_BUNDLE, PYTHON_VERSION, SERVICE
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "lambdas" / "topogov"
+SOURCES = ROOT / "lambdas"
+SHIPPED = ("topogov",)  # the packages of the function asset: nothing else under lambdas/ is copied
+PACKAGE = SOURCES / "topogov"
 REQUIREMENTS = ROOT / "requirements" / "runtime.txt"
-NOT_SHIPPED = {"local", "cli", "__pycache__"}
 NOMINAL_IMAGE = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")  # never pulled
 
 
@@ -51,11 +53,10 @@ def _digest(paths: list[Path]) -> str:
 
 
 def shipped_sources() -> list[Path]:
-    return [
-        p
-        for p in PACKAGE.rglob("*.py")
-        if not (set(p.relative_to(PACKAGE).parts[:-1]) & NOT_SHIPPED) and "__pycache__" not in p.parts
-    ]
+    """Every module of the packages in :data:`SHIPPED`."""
+    return sorted(
+        p for name in SHIPPED for p in (SOURCES / name).rglob("*.py") if "__pycache__" not in p.parts
+    )
 
 
 @jsii.implements(ILocalBundling)
@@ -97,7 +98,7 @@ class PackageBundling:
     def try_bundle(self, output_dir: str, *_: Any, **__: Any) -> bool:
         out = Path(output_dir)
         for src in shipped_sources():
-            dest = out / "topogov" / src.relative_to(PACKAGE)
+            dest = out / src.relative_to(SOURCES)
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
         (out / POLICY_IN_BUNDLE).parent.mkdir(parents=True, exist_ok=True)
@@ -123,7 +124,7 @@ def dependencies_layer(scope: Construct) -> lambda_.LayerVersion:
 
 def function_code(policy: Path) -> lambda_.Code:
     return lambda_.Code.from_asset(
-        str(PACKAGE.parent),
+        str(SOURCES),
         asset_hash_type=AssetHashType.CUSTOM,
         asset_hash=_digest([*shipped_sources(), policy]),
         bundling=BundlingOptions(image=NOMINAL_IMAGE, local=PackageBundling(policy)),

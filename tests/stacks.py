@@ -13,9 +13,9 @@ from typing import Any
 def labelled_stack(directory: Path, fleet: str, **options: Any) -> Iterator[Any]:
     """A local stack (EC2's bucket raised) whose environment is this process's while it runs, after
     one reconcile pass: nodes labelled, snapshot written, Kueue objects created."""
-    from topogov.local import events
-    from topogov.local.lambda_context import LocalContext
-    from topogov.local.stack import LocalStack, StackOptions
+    from topogov_local import events
+    from topogov_local.lambda_context import LocalContext
+    from topogov_local.stack import LocalStack, StackOptions
 
     with LocalStack(
         StackOptions(directory=directory, fleet=fleet, ec2_rate=1000, ec2_burst=1000, **options)

@@ -8,8 +8,8 @@ from topogov.adapters.ec2 import Pacer, TopologyClient, ec2_client
 from topogov.adapters.kube import KubeHttp, KubeNodes
 from topogov.adapters.kube_auth import EksTokenSource, describe_cluster, eks_api_client, kubeconfig_api_client
 from topogov.adapters.snapshot_store import S3SnapshotStore
-from topogov.config import ApiSettings, ReconcileSettings
 from topogov.logic.labeler import Labeler
+from topogov.settings import ApiSettings, ReconcileSettings
 
 API_K8S_TIMEOUT_S = 10.0
 
@@ -52,7 +52,7 @@ def build_governance(settings: ApiSettings | None = None, session: Any | None = 
     from topogov.adapters.kube_jobs import KubeJobs
     from topogov.adapters.ledger import DynamoLedger
     from topogov.domain.policy import load_policy_file
-    from topogov.logic.service import Governance
+    from topogov.logic.api_service import Governance
 
     settings = settings or ApiSettings.from_env()
     session = session or aws_session(settings.region)
@@ -101,8 +101,8 @@ def build_governor(
         return None
     from topogov.adapters.kube_objects import KubeObjects
     from topogov.domain.policy import load_policy_file
+    from topogov.handlers.observability import logger
     from topogov.logic.governor import Governor
-    from topogov.observability import logger
 
     policy = policy or load_policy_file(settings.policy_file)
     http = KubeHttp(

@@ -9,12 +9,12 @@ import shutil
 import subprocess
 
 import pytest
+from topogov_cli.sigv4 import credentials_for_profile, signed_request
+from topogov_local import events
+from topogov_local.aws_example import AWS_EXAMPLE
+from topogov_local.lambda_context import LocalContext
 
 from tests.stacks import labelled_stack
-from topogov.local import events
-from topogov.local.aws_example import AWS_EXAMPLE
-from topogov.local.lambda_context import LocalContext
-from topogov.local.sigv4 import credentials_for_profile, signed_request
 
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 
@@ -191,7 +191,7 @@ def test_bad_input_is_a_400_naming_the_field_and_creates_nothing(stack, body, fi
 
 
 def test_malformed_json_and_oversized_bodies(stack):
-    from topogov.local.sigv4 import sign
+    from topogov_cli.sigv4 import sign
 
     creds = credentials_for_profile("topogov-team-a", str(stack.credentials))
     import requests

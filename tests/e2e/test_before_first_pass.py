@@ -5,10 +5,9 @@ answer 503 TOPOLOGY_UNAVAILABLE saying why. Nothing is charged for a refused req
 from __future__ import annotations
 
 import pytest
-
-from topogov.local.processes import environ
-from topogov.local.sigv4 import credentials_for_profile, signed_request
-from topogov.local.stack import LocalStack, StackOptions
+from topogov_cli.sigv4 import credentials_for_profile, signed_request
+from topogov_local.processes import environ
+from topogov_local.stack import LocalStack, StackOptions
 
 
 @pytest.fixture(scope="module")

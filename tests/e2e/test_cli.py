@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from topogov.cli.main import main
+from topogov_cli.main import main
 
 COMMANDS = [
     [],
@@ -53,7 +52,7 @@ def test_topology_mermaid_and_json_from_one_list(stack, capsys):
 
 def test_topology_against_an_unreachable_cluster_exits_3(tmp_path, capsys):
     cfg = tmp_path / "kubeconfig"
-    from topogov.local.kube_api import write_kubeconfig
+    from topogov_local.kube_api import write_kubeconfig
 
     write_kubeconfig(cfg, "http://127.0.0.1:9", "x")
     assert main(["topology", "--kubeconfig", str(cfg)]) == 3
@@ -82,7 +81,7 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     for k in [k for k in env if k.startswith(("TOPOGOV_", "AWS_"))]:
         env.pop(k)
     out = subprocess.run(
-        [sys.executable, "-m", "topogov.cli.main", "local", "--once", "--api-port", "0"],
+        [sys.executable, "-m", "topogov_cli.main", "local", "--once", "--api-port", "0"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -118,9 +117,10 @@ def _governor(stack, *args):
 
 
 def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(stack, capsys):
+    from topogov_local import events
+    from topogov_local.lambda_context import LocalContext
+
     from topogov.handlers.reconcile import handler
-    from topogov.local import events
-    from topogov.local.lambda_context import LocalContext
 
     os.environ["TOPOGOV_GOVERNOR"] = "false"  # the pass labels nodes and writes the snapshot only
     try:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from topogov_cli.main import main
+from topogov_local.aws_example import AWS_EXAMPLE
 
 from tests.stacks import labelled_stack
-from topogov.cli.main import main
-from topogov.local.aws_example import AWS_EXAMPLE
 
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 LAMBDAS = str(Path(__file__).resolve().parents[2] / "lambdas")
@@ -43,7 +43,7 @@ def home(tmp_path_factory):
 
 
 def run(stack, *argv, profile="topogov-team-a", endpoint=True, cwd=None, home=None, **env_extra):
-    """``python -m topogov.cli.main ARGV`` as a data scientist runs it: credentials from a profile of
+    """``python -m topogov_cli.main ARGV`` as a data scientist runs it: credentials from a profile of
     the stack's shared-credentials file, the endpoint from TOPOGOV_ENDPOINT (unless ``endpoint`` is
     False), and no AWS keys or Topogov settings inherited from the test process."""
     env = {
@@ -66,7 +66,7 @@ def run(stack, *argv, profile="topogov-team-a", endpoint=True, cwd=None, home=No
         env["TOPOGOV_ENDPOINT"] = stack.api.url
     env.update({k: str(v) for k, v in env_extra.items()})
     return subprocess.run(
-        [sys.executable, "-m", "topogov.cli.main", *map(str, argv)],
+        [sys.executable, "-m", "topogov_cli.main", *map(str, argv)],
         cwd=cwd or (home if home is not None else None),
         env=env,
         capture_output=True,
@@ -600,7 +600,7 @@ def test_topology_from_node_labels_with_a_kubeconfig(stack, home):
 
 # -- the pieces the output is made of (no stack) ---------------------------------------------------
 def test_bars_follow_the_legend():
-    from topogov.cli.jobs_cmd import bar
+    from topogov_cli.teams import bar
 
     assert bar(20, 10, 0, 0) == "[" + "." * 20 + ":" * 10 + "]"
     assert bar(20, 10, 10, 5) == "[" + "#" * 5 + "-" * 5 + "." * 10 + ":" * 10 + "]"
@@ -611,7 +611,7 @@ def test_bars_follow_the_legend():
 
 
 def test_command_and_args_take_a_json_list_or_shell_words():
-    from topogov.cli.jobs_cmd import env_pairs, words
+    from topogov_cli.submit import env_pairs, words
 
     assert words('["python", "train.py"]') == ["python", "train.py"]
     assert words("[python, train.py]") == ["python", "train.py"]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+from topogov_local.processes import environ
+from topogov_local.stack import LocalStack, StackOptions
+
 from topogov.bootstrap import build_labeler
-from topogov.config import ReconcileSettings
-from topogov.local.processes import environ
-from topogov.local.stack import LocalStack, StackOptions
 from topogov.logic.labeler import PassOptions
+from topogov.settings import ReconcileSettings
 
 
 def test_empty_cluster(tmp_path):

@@ -92,7 +92,7 @@ def stack(tmp_path_factory):
 
 def call(stack: Any, method: str, path: str, profile: str = "topogov-team-a", body: Any = None, **kw: Any):
     """A SigV4-signed request to the local API as ``profile`` (see .topogov/local/aws-credentials)."""
-    from topogov.local.sigv4 import credentials_for_profile, signed_request
+    from topogov_cli.sigv4 import credentials_for_profile, signed_request
 
     creds = credentials_for_profile(profile, str(stack.credentials))
     return signed_request(

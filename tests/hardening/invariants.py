@@ -43,7 +43,7 @@ def _finished(job: dict[str, Any]) -> bool:
 
 def ledger_vs_cluster(stack: Any) -> dict[str, Any]:
     """Every discrepancy between the ledger, the counters and the Jobs (all empty when consistent)."""
-    from topogov.local.stack import COUNTERS_TABLE, LEDGER_TABLE
+    from topogov_local.stack import COUNTERS_TABLE, LEDGER_TABLE
 
     policy = load_policy_file(str(stack.options.policy_file))
     ddb = stack.client("dynamodb")

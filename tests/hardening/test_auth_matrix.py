@@ -27,10 +27,9 @@ from typing import Any
 
 import pytest
 import requests
-
-from topogov.local.apigw import MISSING_AUTHENTICATION_TOKEN, SIGNATURE_MISMATCH
-from topogov.local.sigv4 import credentials_for_profile, sign
-from topogov.local.stack import LEDGER_TABLE
+from topogov_cli.sigv4 import credentials_for_profile, sign
+from topogov_local.apigw import MISSING_AUTHENTICATION_TOKEN, SIGNATURE_MISMATCH
+from topogov_local.stack import LEDGER_TABLE
 
 from .conftest import call
 

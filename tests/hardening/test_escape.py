@@ -8,8 +8,7 @@ import copy
 import json
 
 import pytest
-
-from topogov.local.aws_example import AWS_EXAMPLE
+from topogov_local.aws_example import AWS_EXAMPLE
 
 from .conftest import call
 from .invariants import consistent, ledger_vs_cluster
@@ -132,7 +131,7 @@ def snapshot_of(stack) -> tuple:
 
 
 def send(stack, profile: str, body: dict | Raw):
-    from topogov.local.sigv4 import credentials_for_profile, signed_request
+    from topogov_cli.sigv4 import credentials_for_profile, signed_request
 
     return signed_request(
         "POST",

@@ -16,12 +16,13 @@ import sys
 import time
 import urllib.request
 
+from topogov_local import events, fleet
+from topogov_local.lambda_context import LocalContext
+
 from topogov.adapters.ec2 import Pacer, TopologyClient, ec2_client
 from topogov.adapters.kube import KubeHttp, KubeNodes
 from topogov.adapters.kube_auth import kubeconfig_api_client
 from topogov.adapters.snapshot_store import S3SnapshotStore
-from topogov.local import events, fleet
-from topogov.local.lambda_context import LocalContext
 from topogov.logic.labeler import Labeler, PassOptions
 
 from .conftest import call, scale
@@ -246,8 +247,8 @@ def test_a_pass_killed_mid_way_is_finished_by_the_next(stack, report):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         code = (
             "from topogov.handlers.reconcile import handler\n"
-            "from topogov.local import events\n"
-            "from topogov.local.lambda_context import LocalContext\n"
+            "from topogov_local import events\n"
+            "from topogov_local.lambda_context import LocalContext\n"
             "handler(events.scheduled_event(), LocalContext())\n"
         )
         proc = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)

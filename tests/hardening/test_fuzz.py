@@ -28,8 +28,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
-
-from topogov.local.sigv4 import credentials_for_profile, sign
+from topogov_cli.sigv4 import credentials_for_profile, sign
 
 from .conftest import FULL, call, scale
 
@@ -683,7 +682,7 @@ RAW_REGRESSIONS = {
     ("raw", "content_type", "status"), list(RAW_REGRESSIONS.values()), ids=list(RAW_REGRESSIONS)
 )
 def test_bodies_that_are_not_json_documents_are_4xx_not_5xx(stack, raw, content_type, status):
-    from topogov.local.sigv4 import signed_request
+    from topogov_cli.sigv4 import signed_request
 
     creds = credentials_for_profile("topogov-team-a", str(stack.credentials))
     resp = signed_request(

@@ -14,12 +14,13 @@ import random
 import threading
 import time
 
+from topogov_local import events
+from topogov_local.lambda_context import LocalContext
+from topogov_local.stack import COUNTERS_TABLE, LEDGER_TABLE
+
 from topogov.adapters.ledger import DynamoLedger
 from topogov.api.models import JobRequest
 from topogov.exceptions import ApiError
-from topogov.local import events
-from topogov.local.lambda_context import LocalContext
-from topogov.local.stack import COUNTERS_TABLE, LEDGER_TABLE
 
 from .conftest import scale
 from .invariants import consistent, items_lost, ledger_vs_cluster, mislabelled_nodes
@@ -31,7 +32,7 @@ CAP_GPU = 256  # team-c's maxInFlight in teams.yaml
 
 def governance():
     from topogov.bootstrap import build_governance
-    from topogov.config import ApiSettings
+    from topogov.settings import ApiSettings
 
     return build_governance(ApiSettings.from_env())
 
@@ -155,7 +156,7 @@ def test_submissions_racing_cancels_leave_nothing_uncharged_or_lost(stack, repor
 
 def _bundle():
     from topogov.bootstrap import build_reconcile
-    from topogov.config import ReconcileSettings
+    from topogov.settings import ReconcileSettings
 
     return build_reconcile(ReconcileSettings.from_env())
 
@@ -231,7 +232,7 @@ class Interleaved:
 
 
 def _with_jobs(gov, jobs):
-    from topogov.logic.service import Governance
+    from topogov.logic.api_service import Governance
 
     return Governance(policy=gov.policy, snapshots=gov.snapshots, ledger=gov.ledger, jobs=jobs)
 

@@ -9,8 +9,7 @@ import urllib.request
 import boto3
 import pytest
 from botocore.config import Config
-
-from topogov.local.processes import ManagedProcess, free_port, python_module
+from topogov_local.processes import ManagedProcess, free_port, python_module
 
 REGION = "us-east-1"
 
@@ -19,7 +18,7 @@ def start_aws(tmp_path_factory, rate: float, burst: int = 1) -> ManagedProcess:
     log = tmp_path_factory.mktemp("aws") / "aws.log"
     proc = ManagedProcess(
         "aws",
-        python_module("topogov.local.moto_server", "--host", "127.0.0.1", "--port", str(free_port())),
+        python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(free_port())),
         env={"TOPOGOV_EC2_TOPOLOGY_RATE": str(rate), "TOPOGOV_EC2_TOPOLOGY_BURST": str(burst)},
         log_path=log,
     )
@@ -68,7 +67,7 @@ def launch(ec2, itype: str, n: int, az: str = "us-east-1a") -> list[str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A local Kubernetes API (its own process-less server thread) and a kubeconfig for it."""
-    from topogov.local.kube_api import KubeApiServer, write_kubeconfig
+    from topogov_local.kube_api import KubeApiServer, write_kubeconfig
 
     srv = KubeApiServer(token="s3cret").start()
     cfg = tmp_path_factory.mktemp("kube") / "kubeconfig"

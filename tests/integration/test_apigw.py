@@ -1,5 +1,5 @@
 """The local API Gateway (REST API, ``AWS_IAM`` on every method, Lambda proxy integration), driven over
-real HTTP by requests signed with ``topogov.local.sigv4`` (botocore's SigV4 signer).
+real HTTP by requests signed with ``topogov_cli.sigv4`` (botocore's SigV4 signer).
 
 An echo handler answers with the event and context it was invoked with, so each test can check what
 the handler would have seen; a few reserved paths make it misbehave on purpose.
@@ -27,8 +27,8 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.parser.models import APIGatewayProxyEventModel
 from botocore.credentials import Credentials
 from botocore.exceptions import ProfileNotFound
-
-from topogov.local.apigw import (
+from topogov_cli.sigv4 import credentials_for_profile, sign, signed_request
+from topogov_local.apigw import (
     INVALID_SECURITY_TOKEN,
     MISSING_AUTHENTICATION_TOKEN,
     SIGNATURE_MISMATCH,
@@ -36,7 +36,6 @@ from topogov.local.apigw import (
     LocalApiGateway,
     callers_from_credentials_file,
 )
-from topogov.local.sigv4 import credentials_for_profile, sign, signed_request
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

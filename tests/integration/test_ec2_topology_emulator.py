@@ -48,7 +48,7 @@ def _start_server(extra_env: dict[str, str] | None = None) -> tuple[subprocess.P
     env.update(extra_env or {})
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by the caller
     proc = subprocess.Popen(
-        [sys.executable, "-m", "topogov.local.moto_server", "--host", "127.0.0.1", "--port", "0", "--quiet"],
+        [sys.executable, "-m", "topogov_local.moto_server", "--host", "127.0.0.1", "--port", "0", "--quiet"],
         stdout=subprocess.PIPE,
         stderr=log,
         env=env,
@@ -665,7 +665,7 @@ def test_default_configuration_is_served(url: str) -> None:
 
 
 def test_start_in_thread_serves_the_action() -> None:
-    from topogov.local.moto_server import start_in_thread
+    from topogov_local.moto_server import start_in_thread
 
     server, base = start_in_thread()
     try:
@@ -684,7 +684,7 @@ def test_install_is_lazy_and_idempotent() -> None:
     code = (
         "from moto.ec2.responses import EC2Response\n"
         "from moto.ec2.models.instances import Instance\n"
-        "from topogov.local import ec2_topology as t\n"
+        "from topogov_local import ec2_topology as t\n"
         "assert not hasattr(EC2Response, 'describe_instance_topology')\n"
         "t.install(); run, start = EC2Response.run_instances, Instance.start\n"
         "t.install()\n"

@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
-
-from topogov.local.kube_api import KubeApiServer, write_kubeconfig
+from topogov_local.kube_api import KubeApiServer, write_kubeconfig
 
 TOKEN = "test-token-123"
 LAYER1 = "topology.k8s.aws/network-node-layer-1"
@@ -936,7 +935,7 @@ def test_main_serves_writes_a_kubeconfig_and_stops_on_sigterm(tmp_path):
         [
             sys.executable,
             "-m",
-            "topogov.local.kube_api",
+            "topogov_local.kube_api",
             "--port",
             "0",
             "--token",

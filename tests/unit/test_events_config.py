@@ -2,12 +2,12 @@
 
 import pytest
 from pydantic import ValidationError
+from topogov_local import events
 
-from topogov.config import ReconcileSettings
 from topogov.exceptions import ConfigError
+from topogov.handlers.events import Ec2StateChangeEvent, ScheduledEvent, parse_reconcile_event
 from topogov.handlers.reconcile import options_for
-from topogov.local import events
-from topogov.models.events import Ec2StateChangeEvent, ScheduledEvent, parse_reconcile_event
+from topogov.settings import ReconcileSettings
 
 CFG = ReconcileSettings(kubeconfig="/k", snapshot_bucket="bucket", budget_margin_s=10)
 

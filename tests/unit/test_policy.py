@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from topogov_cli import policy as policy_cmd
 
-from topogov.cli import policy_cmd
 from topogov.domain.policy import (
     Policy,
     PolicyError,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 LABEL_PREFIX = "topology.k8s.aws/"
+LAYER_LABEL_PREFIX = "topology.k8s.aws/network-node-"  # + "layer-N"
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"

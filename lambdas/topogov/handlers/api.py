@@ -18,7 +18,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from topogov.api.models import ErrorResponse, JobRequest, ManifestRequest, SubmitResponse
 from topogov.exceptions import ApiError, PayloadTooLarge, Unauthenticated, ValidationFailed
-from topogov.observability import logger, metrics, traced
+from topogov.handlers.observability import logger, metrics, traced
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BODY_DEPTH = 24  # a Job manifest nests ~15 levels (affinity terms); the ledger adds one

@@ -8,8 +8,49 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
-from topogov.cli.main import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
+from topogov_cli.common import (
+    ENDPOINT_HELP,
+    EXIT_CODES_HELP,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    LOCAL_DIR,
+    add_api_options,
+    api_for,
+    guarded,
+    report,
+    usage,
+    write_out,
+)
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``topology`` to the top-level ``subparsers``."""
+    topo = sub.add_parser(
+        "topology",
+        help="print the cluster's network topology (Mermaid, JSON or an SVG picture)",
+        description=(
+            "Print the topology tree. With an API endpoint (see 'endpoint' below), from the API "
+            "(GET /v1/topology: the snapshot the API decides on); with --kubeconfig or --context, or "
+            "when no endpoint is found, from the node labels of a cluster (one paginated list). "
+            "--format svg draws it with Graphviz's `dot`, which must be installed."
+        ),
+        epilog=f"{EXIT_CODES_HELP}\n\n{ENDPOINT_HELP}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    topo.add_argument(
+        "--format", choices=("mermaid", "json", "svg"), default=None, help="mermaid (default), json or svg"
+    )
+    topo.add_argument("--out", metavar="FILE", default=None, help="write to FILE instead of stdout")
+    kube = topo.add_argument_group("from a cluster's node labels")
+    kube.add_argument(
+        "--kubeconfig", default=None, help="read nodes (default: .topogov/local/kubeconfig, else $KUBECONFIG)"
+    )
+    kube.add_argument("--context", default=None, help="kubeconfig context")
+    add_api_options(topo)
+    topo.set_defaults(func=run, cli_prog="topogov topology")
 
 
 def resolve_kubeconfig(explicit: str | None) -> str | None:
@@ -43,8 +84,7 @@ def tree_from_cluster(kubeconfig: str | None, context: str | None = None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from topogov.cli.client import CliError, find_endpoint
-    from topogov.cli.jobs_cmd import report, run_topology_api, topology_format
+    from topogov_cli.client import CliError, find_endpoint
 
     from_cluster = args.kubeconfig is not None or args.context is not None
     try:
@@ -64,11 +104,10 @@ def run(args: argparse.Namespace) -> int:
 
 def run_cluster(args: argparse.Namespace, fmt: str) -> int:
     """The tree from the node labels of a cluster (Mermaid, JSON or SVG)."""
-    from topogov.cli.client import CliError
-    from topogov.cli.graphviz import DOT_MISSING, dot_path, render_svg
-    from topogov.cli.jobs_cmd import report, write_out
     from topogov.domain.tree import to_mermaid
     from topogov.exceptions import KubernetesError
+    from topogov_cli.client import CliError
+    from topogov_cli.graphviz import DOT_MISSING, dot_path, render_svg
 
     if fmt == "svg" and dot_path() is None:
         report(args, CliError(EXIT_USAGE, DOT_MISSING))
@@ -95,4 +134,35 @@ def run_cluster(args: argparse.Namespace, fmt: str) -> int:
     except (CliError, RuntimeError) as exc:
         report(args, exc if isinstance(exc, CliError) else CliError(EXIT_USAGE, str(exc)))
         return EXIT_USAGE
+    return EXIT_OK
+
+
+def topology_format(args: argparse.Namespace) -> str:
+    """``--format`` with ``--output json`` as another way to say ``--format json``."""
+    fmt = args.format
+    if getattr(args, "output", "text") == "json":
+        if fmt not in (None, "json"):
+            raise usage(f"--output json and --format {fmt} disagree: give one")
+        return "json"
+    return fmt or "mermaid"
+
+
+@guarded
+def run_topology_api(args: argparse.Namespace) -> int:
+    """``topogov topology`` with an endpoint: ``GET /v1/topology`` (the snapshot the API decides on)."""
+    from topogov_cli.graphviz import DOT_MISSING, dot_path, render_svg
+
+    fmt = topology_format(args)
+    if fmt == "svg" and dot_path() is None:
+        raise usage(DOT_MISSING)
+    api = api_for(args)
+    if fmt == "mermaid":
+        write_out(args, api.call("GET", "/v1/topology", query={"format": "mermaid"}, text=True))
+    elif fmt == "json":
+        write_out(args, json.dumps(api.call("GET", "/v1/topology"), indent=2))
+    else:
+        try:
+            write_out(args, render_svg(api.call("GET", "/v1/topology")))
+        except RuntimeError as exc:
+            raise usage(str(exc)) from None
     return EXIT_OK

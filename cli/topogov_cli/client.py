@@ -12,7 +12,7 @@ file's ``region`` > ``AWS_REGION`` > botocore's (``AWS_DEFAULT_REGION``, the pro
 **Credentials**: botocore's standard chain (``botocore.session.Session``): ``--profile`` or
 ``AWS_PROFILE``, ``AWS_SHARED_CREDENTIALS_FILE``/``AWS_CONFIG_FILE``, environment keys, SSO,
 container and instance roles. Every request is signed for ``execute-api`` with
-``topogov.local.sigv4``.
+``topogov_cli.sigv4``.
 
 **Answers** become exit codes in one place (``check``): 2xx is 0; the API's own
 ``{"error": ...}`` refusals (4xx) are 1; API Gateway's 401/403 (``{"message": ...}``: unsigned,
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from topogov.cli.main import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
+from topogov_cli.common import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
 
 DEFAULT_REGION = "us-east-1"
 ENV_ENDPOINT = "TOPOGOV_ENDPOINT"
@@ -234,7 +234,7 @@ class Api:
         import requests
         from botocore.exceptions import BotoCoreError
 
-        from topogov.local.sigv4 import signed_request
+        from topogov_cli.sigv4 import signed_request
 
         if self._http is None:
             self._http = requests.Session()

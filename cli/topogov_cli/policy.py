@@ -42,8 +42,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topogov.cli.main import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
     from topogov.domain.policy import PolicyError, load_policy_file
+    from topogov_cli.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 
     path = Path(args.file)
     try:
@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
 
 def render(policy: Policy, warnings: list[str]) -> str:
     """The human summary of a valid policy."""
-    from topogov.cli.render import table
     from topogov.domain.policy import GOVERNED
+    from topogov_cli.render import table
 
     out = [f"Priority classes (fair share {policy.fair_share})"]
     out += [

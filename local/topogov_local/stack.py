@@ -16,14 +16,14 @@ from typing import Any
 
 from topogov.adapters.kube import KubeHttp
 from topogov.adapters.kube_auth import kubeconfig_api_client
-from topogov.local import fleet as fleetmod
-from topogov.local.processes import ManagedProcess, environ, free_port, python_module
+from topogov_local import fleet as fleetmod
+from topogov_local.processes import ManagedProcess, environ, free_port, python_module
 
 SNAPSHOT_BUCKET = "topogov-local-snapshot"
 LEDGER_TABLE = "topogov-local-ledger"
 COUNTERS_TABLE = "topogov-local-counters"
 IDEMPOTENCY_TABLE = "topogov-local-idempotency"
-REPO_POLICY = Path(__file__).resolve().parents[3] / "teams.yaml"
+REPO_POLICY = Path(__file__).resolve().parents[2] / "teams.yaml"  # local/topogov_local/ -> the repository
 TEAMS = ("team-a", "team-b", "team-c")
 LOCAL_ACCOUNT = "123456789012"  # moto's default account
 
@@ -74,7 +74,7 @@ class LocalStack:
         kube_port = self.options.kube_port or free_port()
         self.aws = ManagedProcess(
             "aws",
-            python_module("topogov.local.moto_server", "--host", "127.0.0.1", "--port", str(aws_port)),
+            python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(aws_port)),
             env={
                 "TOPOGOV_EC2_TOPOLOGY_RATE": str(self.options.ec2_rate),
                 "TOPOGOV_EC2_TOPOLOGY_BURST": str(self.options.ec2_burst),
@@ -86,7 +86,7 @@ class LocalStack:
         self.kube_proc = ManagedProcess(
             "kubernetes",
             python_module(
-                "topogov.local.kube_api",
+                "topogov_local.kube_api",
                 "--host", "127.0.0.1",
                 "--port", str(kube_port),
                 f"--token={self.kube_token}",  # "=": a token may start with "-"
@@ -216,10 +216,10 @@ class LocalStack:
     def start_api(self) -> None:
         """The REST API behind a local API Gateway that checks SigV4 like IAM auth does."""
         from topogov.bootstrap import build_governance
-        from topogov.config import ApiSettings
         from topogov.handlers import api
-        from topogov.local.apigw import LocalApiGateway, callers_from_credentials_file
-        from topogov.local.lambda_context import LocalContext
+        from topogov.settings import ApiSettings
+        from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
+        from topogov_local.lambda_context import LocalContext
 
         env = self.env()
         with environ(env):  # boto3 reads AWS_ENDPOINT_URL from the environment

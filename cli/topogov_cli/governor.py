@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from topogov.cli.main import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
+from topogov_cli.common import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
 
 
 def add_parser(sub: Any) -> None:
@@ -78,10 +78,10 @@ def run(args: argparse.Namespace) -> int:
     from topogov.adapters.kube_objects import KubeObjects
     from topogov.adapters.snapshot_store import S3SnapshotStore
     from topogov.bootstrap import aws_session, kube_api_client, retrying
-    from topogov.config import ReconcileSettings
     from topogov.domain.policy import PolicyError, load_policy_file
     from topogov.exceptions import ConfigError, KubernetesError, SnapshotError
     from topogov.logic.governor import Governor, format_plan
+    from topogov.settings import ReconcileSettings
 
     prog = f"topogov governor {args.governor}"
     env = settings_env(args)

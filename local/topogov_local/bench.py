@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from topogov.cli.main import EXIT_OK
-from topogov.cli.render import table
+from topogov_cli.common import EXIT_OK
+from topogov_cli.render import table
 
 PASSES = ("first", "steady", "drift", "new")
 
@@ -29,11 +29,11 @@ def _say(text: str, quiet: bool) -> None:
 
 def bench_nodes(n: int, ec2_rate: float, quiet: bool) -> list[dict[str, Any]]:
     from topogov.bootstrap import build_labeler
-    from topogov.config import ReconcileSettings
     from topogov.domain.labels import layer_label
-    from topogov.local import fleet
-    from topogov.local.stack import LocalStack, StackOptions
     from topogov.logic.labeler import PassOptions
+    from topogov.settings import ReconcileSettings
+    from topogov_local import fleet
+    from topogov_local.stack import LocalStack, StackOptions
 
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="topogov-bench-") as tmp:
@@ -256,9 +256,9 @@ def bench_api(sizes: list[int], runs: int, quiet: bool) -> list[dict[str, Any]]:
     from topogov.adapters.snapshot_store import S3SnapshotStore
     from topogov.api.models import JobRequest
     from topogov.handlers import api
-    from topogov.local.lambda_context import LocalContext
-    from topogov.local.stack import SNAPSHOT_BUCKET, LocalStack, StackOptions
     from topogov.logic.decide import decide
+    from topogov_local.lambda_context import LocalContext
+    from topogov_local.stack import SNAPSHOT_BUCKET, LocalStack, StackOptions
 
     rows: list[dict[str, Any]] = []
     arn = "arn:aws:iam::123456789012:user/topogov-team-a"
@@ -309,7 +309,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from topogov.handlers.api import handler
 t1 = time.perf_counter()
-from topogov.local.lambda_context import LocalContext
+from topogov_local.lambda_context import LocalContext
 out = handler(json.load(sys.stdin), LocalContext(function_name="topogov-api"))
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "first_request_s": t2 - t1, "status": out["statusCode"]}))
@@ -356,8 +356,8 @@ def run_governor(args: argparse.Namespace) -> int:
     from topogov.domain.quantity import Resources
     from topogov.domain.snapshot import Snapshot
     from topogov.domain.tree import NodeCapacity
-    from topogov.local.kube_api import KubeApiServer, write_kubeconfig
     from topogov.logic.governor import Governor
+    from topogov_local.kube_api import KubeApiServer, write_kubeconfig
 
     policy = load_policy_file(str(args.policy))
     rows: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ signs, so the request that goes on the wire is exactly the request that was sign
 * ``timestamp`` signs as of a given instant instead of now (tests make honestly expired signatures
   with it, without patching a clock).
 
-The local API gateway (``topogov.local.apigw``) verifies these signatures with its own canonical
+The local API gateway (``topogov_local.apigw``) verifies these signatures with its own canonical
 request code, so the two sides check each other.
 """
 

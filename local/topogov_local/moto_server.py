@@ -1,9 +1,9 @@
 """Launch a moto server (all services, as ``moto_server`` does) with DescribeInstanceTopology.
 
-    python -m topogov.local.moto_server --host 127.0.0.1 --port 5000 [--quiet]
+    python -m topogov_local.moto_server --host 127.0.0.1 --port 5000 [--quiet]
 
-Installs :mod:`topogov.local.ec2_topology`, serves moto in server mode plus the control routes
-under ``/_topogov/ec2/`` (see :func:`topogov.local.ec2_topology.handle_control_request`) and
+Installs :mod:`topogov_local.ec2_topology`, serves moto in server mode plus the control routes
+under ``/_topogov/ec2/`` (see :func:`topogov_local.ec2_topology.handle_control_request`) and
 DynamoDB fault injection under ``/_topogov/dynamodb/faults`` (see :class:`DynamoFaults`),
 prints ``ready <url>`` on one line to stdout and runs until SIGINT/SIGTERM (exit status 0).
 ``--port 0`` picks a free port; the ``ready`` line carries the real one.
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from topogov.local import ec2_topology
+from topogov_local import ec2_topology
 
 __all__ = ["ControlMiddleware", "RunningServer", "build_app", "main", "start_in_thread"]
 
@@ -242,7 +242,7 @@ def start_in_thread(host: str = "127.0.0.1", port: int = 0) -> tuple[RunningServ
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m topogov.local.moto_server",
+        prog="python -m topogov_local.moto_server",
         description="moto server with EC2 DescribeInstanceTopology emulation",
     )
     parser.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

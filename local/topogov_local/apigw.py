@@ -85,7 +85,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import quote, unquote, unquote_plus
 
-from topogov.local.lambda_context import LocalContext
+from topogov_local.lambda_context import LocalContext
 
 log = logging.getLogger(__name__)
 

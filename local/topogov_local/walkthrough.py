@@ -12,8 +12,9 @@ import sys
 import threading
 from typing import Any
 
-from topogov.cli.main import EXIT_OK
-from topogov.cli.render import governor_line, label_table, summary_line
+from topogov_cli.common import EXIT_OK
+from topogov_cli.render import governor_line, label_table, summary_line
+
 from topogov.domain.labels import ZONE_ID_LABEL, layer_label
 
 LAYER_COLUMNS = ",".join([*(layer_label(i) for i in range(1, 5)), ZONE_ID_LABEL])
@@ -31,7 +32,7 @@ def step(n: int, title: str) -> None:
 def invoke(event: dict[str, Any]) -> dict[str, Any]:
     """Run the reconcile Lambda handler in-process, exactly as Lambda would call it."""
     from topogov.handlers.reconcile import handler
-    from topogov.local.lambda_context import LocalContext
+    from topogov_local.lambda_context import LocalContext
 
     return handler(event, LocalContext())
 
@@ -53,9 +54,10 @@ def kubectl(stack: Any, *args: str, max_lines: int | None = None) -> None:
 
 
 def walkthrough(stack: Any) -> None:
-    from topogov.cli.topology_cmd import tree_from_cluster
+    from topogov_cli.topology import tree_from_cluster
+
     from topogov.domain.tree import to_mermaid
-    from topogov.local import events, fleet
+    from topogov_local import events, fleet
 
     kube = stack.kube()
     nodes = kube.request("GET", "/api/v1/nodes").body["items"]
@@ -102,8 +104,8 @@ def walkthrough(stack: Any) -> None:
 
 def governor_walkthrough(stack: Any) -> None:
     from topogov.domain.policy import load_policy_file
-    from topogov.local import events
     from topogov.logic.governor import format_plan
+    from topogov_local import events
 
     step(8, "The governor: Kueue objects rendered from teams.yaml (the first pass created them)")
     kubectl(
@@ -146,9 +148,9 @@ def api_walkthrough(stack: Any) -> None:
     import concurrent.futures as cf
 
     import requests
+    from topogov_cli.sigv4 import credentials_for_profile, signed_request
 
-    from topogov.local.aws_example import AWS_EXAMPLE
-    from topogov.local.sigv4 import credentials_for_profile, signed_request
+    from topogov_local.aws_example import AWS_EXAMPLE
 
     url = stack.api.url
 
@@ -216,9 +218,10 @@ def api_walkthrough(stack: Any) -> None:
 def fallback_walkthrough(stack: Any, post: Any, show: Any) -> None:
     import time
 
-    from topogov.cli.jobs_cmd import job_text
-    from topogov.local import events
-    from topogov.local.sigv4 import credentials_for_profile, signed_request
+    from topogov_cli.jobs import job_text
+    from topogov_cli.sigv4 import credentials_for_profile, signed_request
+
+    from topogov_local import events
 
     step(10, "Time-bounded fallback: required layer-2, relaxed to preferred if not admitted in 3s")
     body = {
@@ -243,8 +246,8 @@ def fallback_walkthrough(stack: Any, post: Any, show: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topogov.local import fleet
-    from topogov.local.stack import LocalStack, StackOptions
+    from topogov_local import fleet
+    from topogov_local.stack import LocalStack, StackOptions
 
     options = StackOptions(
         directory=args.dir,
@@ -275,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
             say()
             say("Walkthrough done (--once): stopping the stack.")
             return EXIT_OK
-        from topogov.local import events
+        from topogov_local import events
 
         say()
         say(f"Reconciling every {args.interval:g}s; Ctrl-C stops the stack.")

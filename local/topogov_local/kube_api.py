@@ -5,7 +5,7 @@ the way kube-apiserver answers them, so offline tests exercise the real clients 
 
 Run it::
 
-    python -m topogov.local.kube_api --host 127.0.0.1 --port 6443 --token T --kubeconfig ./kubeconfig
+    python -m topogov_local.kube_api --host 127.0.0.1 --port 6443 --token T --kubeconfig ./kubeconfig
 
 or in-process::
 
@@ -3729,7 +3729,7 @@ def write_kubeconfig(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m topogov.local.kube_api", description=__doc__.split("\n")[0]
+        prog="python -m topogov_local.kube_api", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=6443)

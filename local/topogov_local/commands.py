@@ -1,0 +1,84 @@
+"""The developer commands ``topogov local`` and ``topogov bench``, added to ``topogov`` by the
+``topogov.commands`` entry point of this distribution (see local/pyproject.toml)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from topogov_cli.common import LOCAL_DIR
+
+
+def _local(args: argparse.Namespace) -> int:
+    from topogov_local.walkthrough import run
+
+    return run(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from topogov_local.bench import run
+
+    return run(args)
+
+
+def _bench_governor(args: argparse.Namespace) -> int:
+    from topogov_local.bench import run_governor
+
+    return run_governor(args)
+
+
+def _bench_api(args: argparse.Namespace) -> int:
+    from topogov_local.bench import run_api
+
+    return run_api(args)
+
+
+def add_parsers(sub: Any) -> None:
+    local = sub.add_parser(
+        "local",
+        help="run the local stack (EC2, S3, Kubernetes emulation and the reconciler) with a walkthrough",
+        description="Start the local stack, run the walkthrough, then reconcile on a schedule until Ctrl-C.",
+    )
+    local.add_argument("--once", action="store_true", help="run the walkthrough and exit 0")
+    local.add_argument("--interval", type=float, default=30.0, help="seconds between reconcile passes (30)")
+    local.add_argument("--fleet", default=None, help="TYPE=COUNT[@AZ],... (default: 64 p5, 4 p6-b200, 2 c5)")
+    local.add_argument("--no-extra-nodes", action="store_true", help="omit the Fargate/hybrid/HyperPod nodes")
+    local.add_argument("--dir", type=Path, default=LOCAL_DIR, help="where the stack writes its files")
+    local.add_argument(
+        "--ec2-rate", type=float, default=1.0, help="emulated DescribeInstanceTopology rate/s (1)"
+    )
+    local.add_argument(
+        "--api-port", type=int, default=8080, help="port of the local REST API (8080; 0 = any)"
+    )
+    local.set_defaults(func=_local)
+
+    bench = sub.add_parser("bench", help="benchmarks", description="Benchmarks against the local stack.")
+    bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    brec = bsub.add_parser(
+        "reconcile",
+        help="reconcile passes (first, steady, drift, new) at N nodes",
+        description="Runs first/steady/drift/new passes against a fresh local stack per node count.",
+    )
+    brec.add_argument("--nodes", type=int, action="append", required=True, help="node count (repeatable)")
+    brec.add_argument("--json", action="store_true", help="one JSON object per pass")
+    brec.add_argument("--ec2-rate", type=float, default=200.0, help="raised emulated EC2 rate (200/s)")
+    brec.set_defaults(func=_bench)
+    bapi = bsub.add_parser(
+        "api",
+        help="API latency (decision, dry run, submission) and cold-start import time",
+        description="In-process latency p50/p99 at 64 and 10,000 nodes in the snapshot; handler import time.",
+    )
+    bapi.add_argument("--nodes", type=int, action="append", help="snapshot sizes (default 64 and 10000)")
+    bapi.add_argument("--runs", type=int, default=200, help="samples per measurement (200)")
+    bapi.add_argument("--json", action="store_true", help="one JSON object per measurement")
+    bapi.set_defaults(func=_bench_api)
+    bgov = bsub.add_parser(
+        "governor",
+        help="governor passes (first, steady, drift): Kubernetes calls and CPU at N GPU nodes",
+        description="Governor passes for a policy on N GPU nodes, against the local Kubernetes API.",
+    )
+    bgov.add_argument("--nodes", type=int, action="append", help="GPU nodes (default 100, 1000, 10000)")
+    bgov.add_argument("--policy", type=Path, default=Path("teams.yaml"), help="team policy (teams.yaml)")
+    bgov.add_argument("--json", action="store_true", help="one JSON object per pass")
+    bgov.set_defaults(func=_bench_governor)
