@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     from topogov.adapters.kube_objects import KubeObjects
     from topogov.adapters.snapshot_store import S3SnapshotStore
     from topogov.bootstrap import aws_session, kube_api_client, retrying
+    from topogov.domain.errors import ConfigError, KubernetesError, SnapshotError
     from topogov.domain.policy import PolicyError, load_policy_file
-    from topogov.exceptions import ConfigError, KubernetesError, SnapshotError
     from topogov.logic.governor import Governor, format_plan
     from topogov.settings import ReconcileSettings
 

@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from topogov.bootstrap import build_labeler
-    from topogov.exceptions import ConfigError
+    from topogov.domain.errors import ConfigError
     from topogov.logic.labeler import PassOptions
     from topogov.settings import ReconcileSettings
     from topogov_cli.governor import settings_env

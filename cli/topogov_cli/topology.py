@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_cluster(args: argparse.Namespace, fmt: str) -> int:
     """The tree from the node labels of a cluster (Mermaid, JSON or SVG)."""
+    from topogov.domain.errors import KubernetesError
     from topogov.domain.tree import to_mermaid
-    from topogov.exceptions import KubernetesError
     from topogov_cli.client import CliError
     from topogov_cli.graphviz import DOT_MISSING, dot_path, render_svg
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from topogov.exceptions import ConfigError
+from topogov.domain.errors import ConfigError
 
 ENV_PREFIX = "TOPOGOV_"
 

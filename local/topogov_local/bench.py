@@ -254,9 +254,9 @@ def _gpu_job(name: str, gpus: int, pods: int, level: str) -> dict[str, Any]:
 
 def bench_api(sizes: list[int], runs: int, quiet: bool) -> list[dict[str, Any]]:
     from topogov.adapters.snapshot_store import S3SnapshotStore
-    from topogov.api.models import JobRequest
+    from topogov.domain.submission import JobRequest
     from topogov.handlers import api
-    from topogov.logic.decide import decide
+    from topogov.logic.admission import decide
     from topogov_local.lambda_context import LocalContext
     from topogov_local.stack import SNAPSHOT_BUCKET, LocalStack, StackOptions
 

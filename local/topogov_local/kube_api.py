@@ -291,7 +291,7 @@ assert NAMESPACES is not None
 # --------------------------------------------------------------------------------------------------
 
 
-class ApiError(Exception):
+class Refusal(Exception):
     def __init__(
         self,
         code: int,
@@ -327,19 +327,19 @@ def _gr_details(rt: ResourceType, name: str) -> dict[str, Any]:
     return {"name": name, "group": rt.group, "kind": rt.plural}
 
 
-def not_found(rt: ResourceType, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{rt.group_resource} "{name}" not found', _gr_details(rt, name))
+def not_found(rt: ResourceType, name: str) -> Refusal:
+    return Refusal(404, "NotFound", f'{rt.group_resource} "{name}" not found', _gr_details(rt, name))
 
 
-def already_exists(rt: ResourceType, name: str) -> ApiError:
-    return ApiError(
+def already_exists(rt: ResourceType, name: str) -> Refusal:
+    return Refusal(
         409, "AlreadyExists", f'{rt.group_resource} "{name}" already exists', _gr_details(rt, name)
     )
 
 
-def conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
+def conflict(rt: ResourceType, name: str, why: str | None = None) -> Refusal:
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
-    return ApiError(
+    return Refusal(
         409,
         "Conflict",
         f'Operation cannot be fulfilled on {rt.group_resource} "{name}": {why}',
@@ -347,18 +347,16 @@ def conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
     )
 
 
-def bad_request(message: str) -> ApiError:
-    return ApiError(400, "BadRequest", message)
+def bad_request(message: str) -> Refusal:
+    return Refusal(400, "BadRequest", message)
 
 
-def generic_not_found() -> ApiError:
-    return ApiError(404, "NotFound", "the server could not find the requested resource")
+def generic_not_found() -> Refusal:
+    return Refusal(404, "NotFound", "the server could not find the requested resource")
 
 
-def method_not_allowed() -> ApiError:
-    return ApiError(
-        405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
-    )
+def method_not_allowed() -> Refusal:
+    return Refusal(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
 
 @dataclass(frozen=True)
@@ -389,12 +387,12 @@ def _go_quote(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (bool, int, float)) else str(value)
 
 
-def invalid(group_kind: tuple[str, str], name: str, errors: list[FieldError]) -> ApiError:
+def invalid(group_kind: tuple[str, str], name: str, errors: list[FieldError]) -> Refusal:
     group, kind = group_kind
     qualified = f"{kind}.{group}" if group else kind
     agg = str(errors[0]) if len(errors) == 1 else "[" + ", ".join(str(e) for e in errors) + "]"
     causes = [{"reason": f"FieldValue{e.kind}", "message": e.body(), "field": e.field} for e in errors]
-    return ApiError(
+    return Refusal(
         422,
         "Invalid",
         f'{qualified} "{name}" is invalid: {agg}',
@@ -402,7 +400,7 @@ def invalid(group_kind: tuple[str, str], name: str, errors: list[FieldError]) ->
     )
 
 
-def _invalid_rt(rt: ResourceType, name: str, errors: list[FieldError]) -> ApiError:
+def _invalid_rt(rt: ResourceType, name: str, errors: list[FieldError]) -> Refusal:
     return invalid((rt.group, rt.kind), name, errors)
 
 
@@ -555,7 +553,7 @@ def parse_label_selector(text: str) -> list[tuple[str, str, tuple[str, ...]]]:
     reqs: list[tuple[str, str, tuple[str, ...]]] = []
     i = 0
 
-    def err(msg: str) -> ApiError:
+    def err(msg: str) -> Refusal:
         return bad_request(f"unable to parse requirement: {msg}")
 
     while i < len(tokens):
@@ -1881,7 +1879,7 @@ class Store:
             allowed.append("application/strategic-merge-patch+json")
         allowed.append("application/apply-patch+yaml")
         if ctype not in allowed:
-            raise ApiError(
+            raise Refusal(
                 415,
                 "UnsupportedMediaType",
                 "the body of the request was in an unknown format - accepted media types include: "
@@ -1928,7 +1926,7 @@ class Store:
                 else:
                     patched = strategic_merge_patch(current, patch)
             except JsonPatchError as exc:
-                raise ApiError(
+                raise Refusal(
                     422,
                     "Invalid",
                     "the server rejected our request due to an error in our request",
@@ -2204,7 +2202,7 @@ class Store:
                 else:
                     policy = "Background"
             if rt is NAMESPACES and name in IMMORTAL_NAMESPACES:
-                raise ApiError(
+                raise Refusal(
                     403,
                     "Forbidden",
                     f'namespaces "{name}" is forbidden: this namespace may not be deleted',
@@ -2258,7 +2256,7 @@ class Store:
                 m = e.obj["metadata"]
                 try:
                     _, result, _ = self.delete(rt, version, m.get("namespace"), m["name"], options, req)
-                except ApiError:
+                except Refusal:
                     continue
                 out.append(e.as_version(rt, version) if result.get("kind") == "Status" else result)
             return out
@@ -2561,7 +2559,7 @@ def decode_protobuf(raw: bytes) -> dict[str, Any]:
         type_meta = unknown.get("typeMeta") or {}
         kind = type_meta.get("kind", "")
         if kind not in _PB_TOP_LEVEL:
-            raise ApiError(
+            raise Refusal(
                 415,
                 "UnsupportedMediaType",
                 f"this emulator decodes protobuf bodies only for {', '.join(_PB_TOP_LEVEL)}; "
@@ -3008,7 +3006,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_raw_json(self, code: int, text: str, headers: Mapping[str, str] | None = None) -> None:
         self._send(code, (text + "\n").encode("utf-8"), headers=headers)
 
-    def _send_error(self, err: ApiError) -> None:
+    def _send_error(self, err: Refusal) -> None:
         self._send_json(err.code, err.status(), err.headers)
 
     # -- dispatch -------------------------------------------------------------------------------------
@@ -3040,7 +3038,7 @@ class _Handler(BaseHTTPRequestHandler):
                     auth.startswith("Bearer ")
                     and hmac.compare_digest(auth[7:].strip().encode(), app.token.encode())
                 ):
-                    raise ApiError(401, "Unauthorized", "Unauthorized")
+                    raise Refusal(401, "Unauthorized", "Unauthorized")
             route = _route(path)
             is_watch = method == "GET" and query.get("watch", "").lower() in ("1", "true")
             counter = (
@@ -3064,19 +3062,19 @@ class _Handler(BaseHTTPRequestHandler):
                         details["retryAfterSeconds"] = fault.retry_after or 1
                     if route is not None and route.name:
                         details.update(_gr_details(route.rt, route.name))
-                    raise ApiError(fault.status, reason, fault.message or message, details, headers)
+                    raise Refusal(fault.status, reason, fault.message or message, details, headers)
             if route is None:
                 self._non_resource(method, path, query)
                 return
             self._resource(method, route, query, body, is_watch)
-        except ApiError as err:
+        except Refusal as err:
             self._send_error(err)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):  # the client went away
             self.close_connection = True
         except Exception as exc:
             traceback.print_exc()
             self._send_error(
-                ApiError(
+                Refusal(
                     500,
                     "InternalError",
                     f"Internal error occurred: {exc!r}",
@@ -3234,7 +3232,7 @@ class _Handler(BaseHTTPRequestHandler):
         if ctype == PROTOBUF:
             return decode_protobuf(raw)
         if ctype not in ("application/json", "*/*", ""):
-            raise ApiError(
+            raise Refusal(
                 415,
                 "UnsupportedMediaType",
                 f"the body of the request was in an unknown format - accepted media types include: "
@@ -3438,7 +3436,7 @@ class _Watch:
         self.h.wfile.write(head)
         try:
             if expired is not None:
-                status = ApiError(
+                status = Refusal(
                     410, "Expired", f"too old resource version: {expired} ({self.store.log_dropped_upto})"
                 )
                 self._chunk((_dumps({"type": "ERROR", "object": status.status()}) + "\n").encode())

@@ -12,10 +12,9 @@ import sys
 import threading
 from typing import Any
 
+from topogov.domain.labels import ZONE_ID_LABEL, layer_label
 from topogov_cli.common import EXIT_OK
 from topogov_cli.render import governor_line, label_table, summary_line
-
-from topogov.domain.labels import ZONE_ID_LABEL, layer_label
 
 LAYER_COLUMNS = ",".join([*(layer_label(i) for i in range(1, 5)), ZONE_ID_LABEL])
 
@@ -54,9 +53,8 @@ def kubectl(stack: Any, *args: str, max_lines: int | None = None) -> None:
 
 
 def walkthrough(stack: Any) -> None:
-    from topogov_cli.topology import tree_from_cluster
-
     from topogov.domain.tree import to_mermaid
+    from topogov_cli.topology import tree_from_cluster
     from topogov_local import events, fleet
 
     kube = stack.kube()
@@ -148,8 +146,8 @@ def api_walkthrough(stack: Any) -> None:
     import concurrent.futures as cf
 
     import requests
-    from topogov_cli.sigv4 import credentials_for_profile, signed_request
 
+    from topogov_cli.sigv4 import credentials_for_profile, signed_request
     from topogov_local.aws_example import AWS_EXAMPLE
 
     url = stack.api.url
@@ -220,7 +218,6 @@ def fallback_walkthrough(stack: Any, post: Any, show: Any) -> None:
 
     from topogov_cli.jobs import job_text
     from topogov_cli.sigv4 import credentials_for_profile, signed_request
-
     from topogov_local import events
 
     step(10, "Time-bounded fallback: required layer-2, relaxed to preferred if not admitted in 3s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from topogov_local.stack import LocalStack, StackOptions
 
 FLEET = "p5.48xlarge=16,p6-b200.48xlarge=2,c5.2xlarge=1"

@@ -9,12 +9,12 @@ import shutil
 import subprocess
 
 import pytest
+
+from tests.stacks import labelled_stack
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
 from topogov_local import events
 from topogov_local.aws_example import AWS_EXAMPLE
 from topogov_local.lambda_context import LocalContext
-
-from tests.stacks import labelled_stack
 
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 

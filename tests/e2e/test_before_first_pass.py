@@ -5,6 +5,7 @@ answer 503 TOPOLOGY_UNAVAILABLE saying why. Nothing is charged for a refused req
 from __future__ import annotations
 
 import pytest
+
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
 from topogov_local.processes import environ
 from topogov_local.stack import LocalStack, StackOptions

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from topogov_cli.main import main
 
 COMMANDS = [
@@ -117,10 +118,9 @@ def _governor(stack, *args):
 
 
 def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(stack, capsys):
+    from topogov.handlers.reconcile import handler
     from topogov_local import events
     from topogov_local.lambda_context import LocalContext
-
-    from topogov.handlers.reconcile import handler
 
     os.environ["TOPOGOV_GOVERNOR"] = "false"  # the pass labels nodes and writes the snapshot only
     try:

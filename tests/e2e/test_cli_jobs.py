@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from topogov_cli.main import main
-from topogov_local.aws_example import AWS_EXAMPLE
 
 from tests.stacks import labelled_stack
+from topogov_cli.main import main
+from topogov_local.aws_example import AWS_EXAMPLE
 
 FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 LAMBDAS = str(Path(__file__).resolve().parents[2] / "lambdas")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-from topogov_local.processes import environ
-from topogov_local.stack import LocalStack, StackOptions
-
 from topogov.bootstrap import build_labeler
 from topogov.logic.labeler import PassOptions
 from topogov.settings import ReconcileSettings
+from topogov_local.processes import environ
+from topogov_local.stack import LocalStack, StackOptions
 
 
 def test_empty_cluster(tmp_path):

@@ -11,14 +11,14 @@ import shutil
 import subprocess
 
 import pytest
-from topogov_local import events, fleet
-from topogov_local.lambda_context import LocalContext
 
 from topogov.bootstrap import build_labeler
 from topogov.domain.labels import ZONE_ID_LABEL, layer_label
 from topogov.handlers.reconcile import handler
 from topogov.logic.labeler import PassOptions
 from topogov.settings import ReconcileSettings
+from topogov_local import events, fleet
+from topogov_local.lambda_context import LocalContext
 
 pytestmark = pytest.mark.usefixtures("stack")
 

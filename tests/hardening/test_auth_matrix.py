@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import requests
+
 from topogov_cli.sigv4 import credentials_for_profile, sign
 from topogov_local.apigw import MISSING_AUTHENTICATION_TOKEN, SIGNATURE_MISMATCH
 from topogov_local.stack import LEDGER_TABLE

@@ -8,6 +8,7 @@ import copy
 import json
 
 import pytest
+
 from topogov_local.aws_example import AWS_EXAMPLE
 
 from .conftest import call

@@ -16,14 +16,13 @@ import sys
 import time
 import urllib.request
 
-from topogov_local import events, fleet
-from topogov_local.lambda_context import LocalContext
-
 from topogov.adapters.ec2 import Pacer, TopologyClient, ec2_client
 from topogov.adapters.kube import KubeHttp, KubeNodes
 from topogov.adapters.kube_auth import kubeconfig_api_client
 from topogov.adapters.snapshot_store import S3SnapshotStore
 from topogov.logic.labeler import Labeler, PassOptions
+from topogov_local import events, fleet
+from topogov_local.lambda_context import LocalContext
 
 from .conftest import call, scale
 from .invariants import consistent, items_lost, ledger_vs_cluster, mislabelled_nodes

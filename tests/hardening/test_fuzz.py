@@ -28,6 +28,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
+
 from topogov_cli.sigv4 import credentials_for_profile, sign
 
 from .conftest import FULL, call, scale

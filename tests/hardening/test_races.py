@@ -14,13 +14,12 @@ import random
 import threading
 import time
 
+from topogov.adapters.ledger import DynamoLedger
+from topogov.domain.errors import Refusal
+from topogov.domain.submission import JobRequest
 from topogov_local import events
 from topogov_local.lambda_context import LocalContext
 from topogov_local.stack import COUNTERS_TABLE, LEDGER_TABLE
-
-from topogov.adapters.ledger import DynamoLedger
-from topogov.api.models import JobRequest
-from topogov.exceptions import ApiError
 
 from .conftest import scale
 from .invariants import consistent, items_lost, ledger_vs_cluster, mislabelled_nodes
@@ -88,7 +87,7 @@ def test_parallel_submissions_never_pass_the_cap(stack, report):
         try:
             gov.submit(request(f"race-{i}"), caller=TEAM_C, dry_run=False)
             key = "accepted"
-        except ApiError as exc:
+        except Refusal as exc:
             key = exc.code
         with lock:
             outcomes[key] = outcomes.get(key, 0) + 1
@@ -119,7 +118,7 @@ def test_submissions_racing_cancels_leave_nothing_uncharged_or_lost(stack, repor
     def submit(i: int) -> None:
         try:
             containers[i % len(containers)].submit(request(f"sc-{i}", gpus=1), caller=TEAM_C, dry_run=False)
-        except ApiError as exc:  # cancelled while being submitted (409): nothing is owed
+        except Refusal as exc:  # cancelled while being submitted (409): nothing is owed
             with lock:
                 released[exc.code] = released.get(exc.code, 0) + 1
 
@@ -127,7 +126,7 @@ def test_submissions_racing_cancels_leave_nothing_uncharged_or_lost(stack, repor
         time.sleep(rng.random() * 0.05)
         try:
             out = containers[(i + 1) % len(containers)].cancel(ADMIN, "team-c", f"sc-{i}")
-        except ApiError:
+        except Refusal:
             return  # not recorded yet: nothing to cancel
         with lock:
             released[str(out["charge_released"])] += 1
@@ -238,7 +237,7 @@ def _with_jobs(gov, jobs):
 
 
 def test_a_cancel_landing_while_the_job_is_created_wins_and_no_job_runs_uncharged(stack, report):
-    from topogov.exceptions import Conflict
+    from topogov.domain.errors import Conflict
 
     gov, other = governance(), governance()
     before = other.team_view(ADMIN, "team-c")["in_flight"]

@@ -9,6 +9,7 @@ import urllib.request
 import boto3
 import pytest
 from botocore.config import Config
+
 from topogov_local.processes import ManagedProcess, free_port, python_module
 
 REGION = "us-east-1"

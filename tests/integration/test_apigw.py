@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.parser.models import APIGatewayProxyEventModel
 from botocore.credentials import Credentials
 from botocore.exceptions import ProfileNotFound
+
 from topogov_cli.sigv4 import credentials_for_profile, sign, signed_request
 from topogov_local.apigw import (
     INVALID_SECURITY_TOKEN,

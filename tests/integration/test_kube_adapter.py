@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from topogov_local.kube_api import write_kubeconfig
 
 from topogov.adapters.kube import KubeHttp, KubeNodes, PatchOutcome
 from topogov.adapters.kube_auth import kubeconfig_api_client
+from topogov_local.kube_api import write_kubeconfig
 
 
 def node(name, labels=None):

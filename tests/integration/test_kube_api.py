@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
+
 from topogov_local.kube_api import KubeApiServer, write_kubeconfig
 
 TOKEN = "test-token-123"

@@ -80,7 +80,7 @@ def test_a_config_map_only_cluster_is_a_clear_error_with_the_fix(aws_url):
     ``accessConfig``; moto's EKS does not, so botocore's Stubber answers as EKS does."""
     from botocore.stub import Stubber
 
-    from topogov.exceptions import ConfigError
+    from topogov.domain.errors import ConfigError
 
     eks = aws_client(aws_url, "eks")
     cluster = {

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from topogov.adapters.ledger import DynamoLedger, create_tables
+from topogov.domain.errors import InFlightLimit
 from topogov.domain.quantity import Resources
-from topogov.exceptions import InFlightLimit
 
 from .conftest import aws_client
 

@@ -7,11 +7,11 @@ import uuid
 import pytest
 
 from topogov.adapters.snapshot_store import S3SnapshotStore
+from topogov.domain.errors import SnapshotError
 from topogov.domain.labels import InstanceTopology
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import NodeCapacity
-from topogov.exceptions import SnapshotError
 
 from .conftest import aws_client
 

@@ -2,12 +2,12 @@
 
 import pytest
 from pydantic import ValidationError
-from topogov_local import events
 
-from topogov.exceptions import ConfigError
+from topogov.domain.errors import ConfigError
 from topogov.handlers.events import Ec2StateChangeEvent, ScheduledEvent, parse_reconcile_event
 from topogov.handlers.reconcile import options_for
 from topogov.settings import ReconcileSettings
+from topogov_local import events
 
 CFG = ReconcileSettings(kubeconfig="/k", snapshot_bucket="bucket", budget_margin_s=10)
 

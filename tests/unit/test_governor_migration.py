@@ -21,8 +21,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from topogov.domain.errors import KubernetesError
 from topogov.domain.kueue import flavors_from_snapshot, render, topology_levels, topology_object
-from topogov.exceptions import KubernetesError
 from topogov.logic.governor import Action, Governor, format_plan, stamped
 
 from .test_governor_render import sample_policy, sample_snapshot

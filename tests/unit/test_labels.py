@@ -8,7 +8,6 @@ from topogov.domain.labels import (
     InstanceTopology,
     apply_patch,
     desired_labels,
-    is_owned,
     label_patch,
     layer_label,
     layer_of,
@@ -44,6 +43,11 @@ def test_applying_the_patch_yields_the_desired_labels(current, topo):
 def test_diffing_again_gives_an_empty_patch(current, topo):
     once = apply_patch(current, label_patch(current, topo))
     assert label_patch(once, topo) == {}
+
+
+def is_owned(label: str) -> bool:
+    """The labels the labeler owns (DESIGN.md's table): the network-node layers and the zone id."""
+    return label == ZONE_ID_LABEL or layer_of(label) is not None
 
 
 @given(label_maps, topologies)

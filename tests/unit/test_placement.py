@@ -6,12 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topogov.domain.labels import HOSTNAME_LABEL, layer_label
+from topogov.domain.labels import HOSTNAME_LABEL, layer_label, layer_of
 from topogov.domain.placement import (
     CapacityIndex,
     UnknownLevel,
-    domain_of,
-    pods_on_node,
+    pods_fit,
     required_feasibility,
     resolve_level,
     tightest_level,
@@ -61,6 +60,20 @@ nodes_st = st.lists(
 pods_st = st.builds(
     Resources, st.integers(0, 8), st.sampled_from([0, 1, 4]), st.sampled_from([0, 1000, 8000]), st.just(0)
 )
+
+
+def pods_on_node(node: NodeCapacity, pod: Resources, *, now: bool) -> int:
+    """The reference: how many ``pod``s fit on ``node`` (by what is free now, or by allocatable)."""
+    return pods_fit(node.allocatable - node.requested if now else node.allocatable, pod)
+
+
+def domain_of(node: NodeCapacity, label: str) -> str | None:
+    if label == HOSTNAME_LABEL:
+        return node.name
+    layer = layer_of(label)
+    if layer is None or len(node.path) < layer:
+        return None
+    return node.path[layer - 1]
 
 
 def kueue_domains(nodes, label, pod, now, itype):

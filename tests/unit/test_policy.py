@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from topogov_cli import policy as policy_cmd
 
+from topogov.domain.errors import ConfigError
 from topogov.domain.policy import (
     Policy,
     PolicyError,
@@ -26,7 +26,7 @@ from topogov.domain.policy import (
     principal_matches,
 )
 from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources
-from topogov.exceptions import ConfigError
+from topogov_cli import policy as policy_cmd
 
 SAMPLE = Path(__file__).resolve().parents[2] / "teams.yaml"
 TiB = 2**40

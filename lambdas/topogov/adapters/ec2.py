@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topogov.domain.ec2_answer import batches, parse_instances
+from topogov.domain.errors import TopologySourceError
 from topogov.domain.labels import InstanceTopology
-from topogov.exceptions import TopologySourceError
 
 MAX_IDS_PER_CALL = 100
 

@@ -16,11 +16,11 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from topogov.domain.errors import KubernetesError
 from topogov.domain.quantity import Resources, pod_requests
-from topogov.exceptions import KubernetesError
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
 MERGE_PATCH = "application/merge-patch+json"
@@ -31,7 +31,6 @@ class CallCounters:
     reads: int = 0
     writes: int = 0
     retries: int = 0
-    by_path: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
+from topogov.domain.errors import Conflict, Unavailable, ValidationFailed
 from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 from topogov.domain.quantity import Resources, pod_requests
-from topogov.exceptions import Conflict, Unavailable, ValidationFailed
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
 JSON_PATCH = "application/json-patch+json"
@@ -133,27 +133,3 @@ class KubeJobs:
             return None
         items = (resp.body or {}).get("items") or []
         return items[0] if items else None
-
-
-def job_status(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> tuple[str, str | None]:
-    """(status, why pending) from the Job and its Kueue Workload, as `topogov job` shows them."""
-    if job is None:
-        return "Vanished", "the Job is no longer in the cluster"
-    status = job.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("status") == "True" and cond.get("type") == "Complete":
-            return "Succeeded", None
-        if cond.get("status") == "True" and cond.get("type") == "Failed":
-            return "Failed", None
-    if not (job.get("spec") or {}).get("suspend", False):
-        return ("Running" if status.get("active") else "Admitted"), None
-    if workload is None:
-        return "Pending", "waiting for Kueue to create a Workload for the Job"
-    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
-    admitted = conditions.get("Admitted")
-    if admitted and admitted.get("status") == "True":
-        return "Admitted", None
-    reserved = conditions.get("QuotaReserved")
-    if reserved and reserved.get("status") == "False":
-        return "Pending", reserved.get("message") or reserved.get("reason") or "waiting for quota"
-    return "Pending", "queued in the team's LocalQueue, waiting for admission"

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from topogov.adapters.kube import MERGE_PATCH, KubeHttp, Response
-from topogov.adapters.kube_jobs import job_status
-from topogov.exceptions import KubernetesError
+from topogov.domain.errors import KubernetesError
+from topogov.domain.jobs import job_status
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 PLURALS = {

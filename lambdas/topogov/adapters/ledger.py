@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from topogov.domain.errors import Conflict, InFlightLimit, NotFound, Unavailable
 from topogov.domain.quantity import Resources
-from topogov.exceptions import Conflict, InFlightLimit, NotFound, Unavailable
 
 ATTRS = ("gpu", "efa", "cpu_m", "memory")
 NAMES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}

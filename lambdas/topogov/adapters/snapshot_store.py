@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from topogov.domain.errors import SnapshotError
 from topogov.domain.snapshot import Snapshot
-from topogov.exceptions import SnapshotError
 
 CONTENT_TYPE = "application/json"
 

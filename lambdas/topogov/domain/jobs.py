@@ -121,15 +121,6 @@ def requests_from(accelerators: int, vcpu: float, memory_gib: float, efa: int) -
     return out
 
 
-def _get(obj: Any, path: str) -> Any:
-    cur = obj
-    for part in path.split("."):
-        if not isinstance(cur, Mapping):
-            return None
-        cur = cur.get(part)
-    return cur
-
-
 def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> JobShape:
     """Check a raw batch/v1 Job; raises ManifestProblem naming the field (paths from the body)."""
     base = "manifest"
@@ -336,3 +327,31 @@ def complete_manifest(
     if not annotations:
         tmeta.pop("annotations")
     return job
+
+
+def job_status(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> tuple[str, str | None]:
+    """(status, why pending) from the Job and its Kueue Workload, as `topogov job` shows them.
+
+    Pure: the Job's conditions (``Complete``/``Failed``), ``spec.suspend`` (Kueue unsuspends a Job it
+    admits), and the Workload's ``Admitted``/``QuotaReserved`` conditions (kueue
+    ``apis/kueue/v1beta2/workload_types.go``)."""
+    if job is None:
+        return "Vanished", "the Job is no longer in the cluster"
+    status = job.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") == "Complete":
+            return "Succeeded", None
+        if cond.get("status") == "True" and cond.get("type") == "Failed":
+            return "Failed", None
+    if not (job.get("spec") or {}).get("suspend", False):
+        return ("Running" if status.get("active") else "Admitted"), None
+    if workload is None:
+        return "Pending", "waiting for Kueue to create a Workload for the Job"
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    admitted = conditions.get("Admitted")
+    if admitted and admitted.get("status") == "True":
+        return "Admitted", None
+    reserved = conditions.get("QuotaReserved")
+    if reserved and reserved.get("status") == "False":
+        return "Pending", reserved.get("message") or reserved.get("reason") or "waiting for quota"
+    return "Pending", "queued in the team's LocalQueue, waiting for admission"

@@ -37,11 +37,6 @@ def layer_of(label: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def is_owned(label: str) -> bool:
-    """Labels the labeler owns; it never touches any other key."""
-    return label == ZONE_ID_LABEL or _LAYER_RE.match(label) is not None
-
-
 @dataclass(frozen=True, slots=True)
 class InstanceTopology:
     """One instance's answer from DescribeInstanceTopology."""

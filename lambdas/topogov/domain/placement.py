@@ -56,20 +56,6 @@ def pods_fit(have: Resources, pod: Resources) -> int:
     return int(fits) if fits != math.inf else 1_000_000  # a pod that requests nothing fits anywhere
 
 
-def pods_on_node(node: NodeCapacity, pod: Resources, *, now: bool) -> int:
-    """How many ``pod``s fit on ``node`` (by what is free now, or by allocatable)."""
-    return pods_fit(node.allocatable - node.requested if now else node.allocatable, pod)
-
-
-def domain_of(node: NodeCapacity, label: str) -> str | None:
-    if label == HOSTNAME_LABEL:
-        return node.name
-    layer = layer_of(label)
-    if layer is None or len(node.path) < layer:
-        return None
-    return node.path[layer - 1]
-
-
 @dataclass(frozen=True, slots=True)
 class DomainFit:
     level: str  # label key

@@ -80,8 +80,8 @@ from pydantic import (
     model_validator,
 )
 
+from topogov.domain.errors import ConfigError
 from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources, parse_quantity
-from topogov.exceptions import ConfigError
 
 GOVERNED: tuple[str, ...] = (GPU, EFA, CPU, MEMORY)
 PRIORITY_MIN, PRIORITY_MAX = -2_147_483_648, 1_000_000_000  # Kubernetes/Kueue: int32, ≤ 1e9 for users

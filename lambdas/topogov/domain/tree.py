@@ -98,13 +98,6 @@ class TopologyTree:
     unplaced: list[NodeCapacity] = field(default_factory=list)
     depth: int = 0
 
-    def walk(self) -> Iterable[Domain]:
-        stack = list(self.roots.values())
-        while stack:
-            d = stack.pop()
-            yield d
-            stack.extend(d.children.values())
-
     def to_json(self) -> dict[str, Any]:
         return {
             "depth": self.depth,

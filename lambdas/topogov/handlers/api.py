@@ -16,8 +16,22 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from topogov.api.models import ErrorResponse, JobRequest, ManifestRequest, SubmitResponse
-from topogov.exceptions import ApiError, PayloadTooLarge, Unauthenticated, ValidationFailed
+from topogov.domain.errors import (
+    Conflict,
+    Forbidden,
+    InFlightLimit,
+    NeverAdmissible,
+    NotFound,
+    PayloadTooLarge,
+    PriorityNotAllowed,
+    Refusal,
+    TopologyInfeasible,
+    Unauthenticated,
+    Unavailable,
+    ValidationFailed,
+)
+from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse
+from topogov.handlers.models import ErrorResponse
 from topogov.handlers.observability import logger, metrics, traced
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -76,11 +90,34 @@ def error(status: int, code: str, message: str, details: dict[str, Any] | None =
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 
-@app.exception_handler(ApiError)
-def _api_error(exc: ApiError) -> Response:
-    metrics_code(exc.code, exc.status)
-    logger.info("refused", extra={"code": exc.code, "status": exc.status, "reason": exc.message})
-    return error(exc.status, exc.code, exc.message, exc.details)
+# The HTTP status of each kind of refusal (DESIGN.md's table); the first class of an error's MRO
+# found here decides, so a subclass inherits its parent's status unless listed.
+HTTP_STATUS: dict[type[Refusal], int] = {
+    ValidationFailed: 400,
+    Unauthenticated: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    PayloadTooLarge: 413,
+    NeverAdmissible: 422,
+    TopologyInfeasible: 422,
+    PriorityNotAllowed: 422,
+    InFlightLimit: 429,
+    Unavailable: 503,
+    Refusal: 400,
+}
+
+
+def http_status(exc: Refusal) -> int:
+    return next(HTTP_STATUS[k] for k in type(exc).__mro__ if k in HTTP_STATUS)
+
+
+@app.exception_handler(Refusal)
+def _api_error(exc: Refusal) -> Response:
+    status = http_status(exc)
+    metrics_code(exc.code, status)
+    logger.info("refused", extra={"code": exc.code, "status": status, "reason": exc.message})
+    return error(status, exc.code, exc.message, exc.details)
 
 
 @app.exception_handler(RequestValidationError)

@@ -7,9 +7,6 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-STATE_CHANGE = "EC2 Instance State-change Notification"
-SCHEDULED = "Scheduled Event"
-
 
 class Ec2StateChangeDetail(BaseModel):
     model_config = ConfigDict(populate_by_name=True)

@@ -10,21 +10,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from topogov.api.models import JobRequest, ManifestRequest, SubmitResponse
-from topogov.domain.placement import CapacityIndex
-from topogov.domain.quantity import Resources
-from topogov.domain.snapshot import Snapshot
-from topogov.domain.tree import build_tree, to_mermaid
-from topogov.exceptions import (
-    ApiError,
+from topogov.domain.errors import (
     Conflict,
     Forbidden,
     NotFound,
+    Refusal,
     SnapshotError,
     TopologyUnavailable,
     Unavailable,
 )
-from topogov.logic.decide import decide
+from topogov.domain.placement import CapacityIndex
+from topogov.domain.quantity import Resources
+from topogov.domain.snapshot import Snapshot
+from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse
+from topogov.domain.tree import build_tree, to_mermaid
+from topogov.logic.admission import decide
 
 NO_SNAPSHOT = (
     "no topology snapshot yet: the reconcile function writes it on its first pass (on its schedule, "
@@ -138,13 +138,13 @@ class Governance:
         try:
             created = self.jobs.create(d.namespace, adm.manifest)
         except Exception as exc:
-            if not isinstance(exc, ApiError) or isinstance(exc, Unavailable):
+            if not isinstance(exc, Refusal) or isinstance(exc, Unavailable):
                 # The answer may have been lost after the Job was created (a timeout): remove it, so
                 # there is never a Job without a record. (Not on a 409: that Job is someone else's.)
                 with contextlib.suppress(Exception):
                     self.jobs.delete(d.namespace, name)
             self.ledger.abort(d.team, name, adm.charge)
-            if isinstance(exc, ApiError):
+            if isinstance(exc, Refusal):
                 raise
             raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
         try:
@@ -197,7 +197,7 @@ class Governance:
             self._idempotency_config.register_lambda_context(self.lambda_context)
         from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 
-        from topogov.exceptions import Conflict
+        from topogov.domain.errors import Conflict
 
         submission = {
             "key": key,
@@ -226,7 +226,7 @@ class Governance:
         return sorted(self.policy.teams_for_principal(caller))
 
     def job(self, caller: str, team: str, name: str) -> dict[str, Any]:
-        from topogov.adapters.kube_jobs import job_status
+        from topogov.domain.jobs import job_status
 
         self._authorize(caller, team)
         record = self.ledger.get(team, name)

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from decimal import InvalidOperation
 from typing import Any, Protocol
 
+from topogov.domain.errors import KubernetesError
 from topogov.domain.kueue import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -73,7 +74,6 @@ from topogov.domain.kueue import (
     topology_object,
 )
 from topogov.domain.quantity import Resources, parse_quantity
-from topogov.exceptions import KubernetesError
 
 OWNED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # Creation order: what an object refers to exists before it. Deletion runs the other way.

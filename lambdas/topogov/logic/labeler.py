@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from topogov.domain.errors import KubernetesError, SnapshotError
 from topogov.domain.labels import InstanceTopology, apply_patch, label_patch, stale_layer_patch
 from topogov.domain.nodes import NodeKind, NodeView
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import NodeCapacity
-from topogov.exceptions import KubernetesError, SnapshotError
 
 
 class Skip(enum.StrEnum):

@@ -23,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from topogov.adapters.kube_jobs import job_status
-from topogov.domain.jobs import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
+from topogov.domain.jobs import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, job_status
 
 STALE_RESERVATION_S = 300
 

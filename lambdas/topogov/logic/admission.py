@@ -10,14 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from topogov.api.models import (
-    Decision,
-    JobRequest,
-    ManifestRequest,
-    QuotaArithmetic,
-    TopologyDecision,
-    TopologySpec,
-    parse_duration,
+from topogov.domain.errors import (
+    Forbidden,
+    NeverAdmissible,
+    PriorityNotAllowed,
+    TopologyInfeasible,
+    ValidationFailed,
 )
 from topogov.domain.jobs import (
     PRIORITY_LABEL,
@@ -37,12 +35,14 @@ from topogov.domain.placement import (
     resolve_level,
 )
 from topogov.domain.quantity import Resources, resources_from
-from topogov.exceptions import (
-    Forbidden,
-    NeverAdmissible,
-    PriorityNotAllowed,
-    TopologyInfeasible,
-    ValidationFailed,
+from topogov.domain.submission import (
+    Decision,
+    JobRequest,
+    ManifestRequest,
+    QuotaArithmetic,
+    TopologyDecision,
+    TopologySpec,
+    parse_duration,
 )
 
 RESOURCE_NAMES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}

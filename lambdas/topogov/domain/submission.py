@@ -1,7 +1,11 @@
-"""Request and response models of the REST API (strict: nothing is coerced, unknown fields refused).
+"""A submission's vocabulary: what a caller asks (a high-level job or a Job manifest, and its
+topology) and what the API decides (team, queue, priority, topology, the quota arithmetic).
 
-The high-level request uses the parameter names of ``hyp create hyp-pytorch-job`` (SageMaker
-HyperPod CLI) where they apply, so its users feel at home.
+Pure models (pydantic, no I/O), strict: nothing is coerced, unknown fields are refused. They are the
+API's request and response bodies as they are (the OpenAPI document is generated from them), and what
+the admission decision in :mod:`topogov.logic.admission` works on. The high-level request uses the
+parameter names of ``hyp create hyp-pytorch-job`` (SageMaker HyperPod CLI) where they apply, so its
+users feel at home.
 """
 
 from __future__ import annotations
@@ -125,16 +129,6 @@ class ManifestRequest(Strict):
     topology: TopologySpec | None = None
 
 
-class ErrorBody(BaseModel):
-    code: str
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorBody
-
-
 class QuotaArithmetic(BaseModel):
     resource: str
     asked: int
@@ -161,32 +155,6 @@ class Decision(BaseModel):
     pods: int
     topology: TopologyDecision
     quota: list[QuotaArithmetic]
-
-
-class TopologyFallback(BaseModel):
-    at: str = Field(description="when the pass switched the annotation (UTC)")
-    deadline: str = Field(description="submission time + fallbackAfter")
-    level: str
-    reason: str
-    from_: Literal["required"] = Field("required", alias="from")
-    to: Literal["preferred"] = "preferred"
-
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
-
-
-class JobView(BaseModel):
-    team: str
-    name: str
-    namespace: str
-    status: str
-    why_pending: str | None = None
-    submitted_by: str
-    submitted_at: str
-    decision: Decision
-    fallback: TopologyFallback | None = Field(
-        None, description="set when a required topology was relaxed to preferred after fallbackAfter"
-    )
-    events: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class SubmitResponse(BaseModel):

@@ -1,4 +1,10 @@
-"""Domain exceptions: the one module adapters translate boto/Kubernetes errors into."""
+"""Domain errors: the one module adapters translate boto/Kubernetes errors into.
+
+A :class:`Refusal` is a request the service turns down on purpose, with a ``code`` of the API's
+vocabulary (``VALIDATION_ERROR``, ``TOPOLOGY_INFEASIBLE``...), a message and details; which HTTP
+status each kind is answered with is the API handler's business, in one table
+(:data:`topogov.handlers.api.HTTP_STATUS`). Nothing here knows HTTP.
+"""
 
 from __future__ import annotations
 
@@ -34,13 +40,9 @@ class SnapshotError(TopogovError):
     """The topology snapshot could not be read or written."""
 
 
-class ApiError(TopogovError):
-    """An answer the API gives on purpose: one HTTP status, one code, a message and details.
+class Refusal(TopogovError):
+    """A request turned down on purpose: one code, a message and details (what would work)."""
 
-    The handler maps every subclass to ``{"error": {"code", "message", "details"}}`` in one place.
-    """
-
-    status = 400
     code = "VALIDATION_ERROR"
 
     def __init__(self, message: str, details: dict | None = None) -> None:
@@ -49,57 +51,57 @@ class ApiError(TopogovError):
         self.details = details or {}
 
 
-class ValidationFailed(ApiError):
-    status, code = 400, "VALIDATION_ERROR"
+class ValidationFailed(Refusal):
+    code = "VALIDATION_ERROR"
 
     def __init__(self, field: str, message: str, details: dict | None = None) -> None:
         super().__init__(f"{field}: {message}", {"field": field, **(details or {})})
         self.field = field
 
 
-class Unauthenticated(ApiError):
-    status, code = 401, "FORBIDDEN"
+class Unauthenticated(Refusal):
+    code = "FORBIDDEN"
 
 
-class Forbidden(ApiError):
-    status, code = 403, "FORBIDDEN"
+class Forbidden(Refusal):
+    code = "FORBIDDEN"
 
 
-class NotFound(ApiError):
-    status, code = 404, "NOT_FOUND"
+class NotFound(Refusal):
+    code = "NOT_FOUND"
 
 
-class Conflict(ApiError):
-    status, code = 409, "CONFLICT"
+class Conflict(Refusal):
+    code = "CONFLICT"
 
 
-class PayloadTooLarge(ApiError):
-    status, code = 413, "VALIDATION_ERROR"
+class PayloadTooLarge(Refusal):
+    code = "VALIDATION_ERROR"
 
 
-class NeverAdmissible(ApiError):
-    status, code = 422, "NEVER_ADMISSIBLE"
+class NeverAdmissible(Refusal):
+    code = "NEVER_ADMISSIBLE"
 
 
-class TopologyInfeasible(ApiError):
-    status, code = 422, "TOPOLOGY_INFEASIBLE"
+class TopologyInfeasible(Refusal):
+    code = "TOPOLOGY_INFEASIBLE"
 
 
-class PriorityNotAllowed(ApiError):
-    status, code = 422, "PRIORITY_NOT_ALLOWED"
+class PriorityNotAllowed(Refusal):
+    code = "PRIORITY_NOT_ALLOWED"
 
 
-class InFlightLimit(ApiError):
-    status, code = 429, "IN_FLIGHT_LIMIT"
+class InFlightLimit(Refusal):
+    code = "IN_FLIGHT_LIMIT"
 
 
-class Unavailable(ApiError):
+class Unavailable(Refusal):
     """A dependency (Kubernetes, DynamoDB) failed; nothing was charged or left behind."""
 
-    status, code = 503, "UNAVAILABLE"
+    code = "UNAVAILABLE"
 
 
 class TopologyUnavailable(Unavailable):
     """No topology snapshot to decide a topology request from (none written yet, or unreadable)."""
 
-    status, code = 503, "TOPOLOGY_UNAVAILABLE"
+    code = "TOPOLOGY_UNAVAILABLE"
