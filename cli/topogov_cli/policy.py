@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 def render(policy: Policy, warnings: list[str]) -> str:
     """The human summary of a valid policy."""
-    from topogov.domain.policy import GOVERNED
+    from topogov.domain.quantity import GOVERNED
     from topogov_cli.render import table
 
     out = [f"Priority classes (fair share {policy.fair_share})"]

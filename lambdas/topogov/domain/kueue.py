@@ -70,8 +70,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from topogov.domain.labels import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, layer_label
-from topogov.domain.policy import GOVERNED, Policy, Team, amount_of, format_quantity
-from topogov.domain.quantity import CPU, GPU, MEMORY, Resources
+from topogov.domain.policy import Policy, Team
+from topogov.domain.quantity import CPU, GOVERNED, GPU, MEMORY, Resources, amount_of, quantity_json
 from topogov.domain.tree import NodeCapacity
 
 ApiVersion = Literal["v1beta1", "v1beta2"]
@@ -212,11 +212,6 @@ def split_resources(amounts: Resources, flavors: Sequence[FlavorInput]) -> list[
     ]
 
 
-def _quantity(resource: str, amount: int) -> int | str:
-    text = format_quantity(resource, amount)
-    return int(text) if text.isdigit() else text
-
-
 # --- names ------------------------------------------------------------------------------------------
 
 
@@ -270,12 +265,12 @@ def _flavor_resources(
     for resource in GOVERNED:
         item: dict[str, Any] = {
             "name": resource,
-            "nominalQuota": _quantity(resource, amount_of(quota, resource)),
+            "nominalQuota": quantity_json(resource, amount_of(quota, resource)),
         }
         if borrow is not None:
-            item["borrowingLimit"] = _quantity(resource, amount_of(borrow, resource))
+            item["borrowingLimit"] = quantity_json(resource, amount_of(borrow, resource))
         if lend is not None:
-            item["lendingLimit"] = _quantity(resource, amount_of(lend, resource))
+            item["lendingLimit"] = quantity_json(resource, amount_of(lend, resource))
         out.append(item)
     return out
 

@@ -13,6 +13,7 @@ GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
 CPU = "cpu"
 MEMORY = "memory"
+GOVERNED: tuple[str, ...] = (GPU, EFA, CPU, MEMORY)  # the four resources Topogov governs, in this order
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -122,3 +123,33 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
         cpu_m=max(main.cpu_m, *(i.cpu_m for i in inits)),
         memory=max(main.memory, *(i.memory for i in inits)),
     )
+
+
+def amount_of(resources: Resources, resource: str) -> int:
+    """One governed resource of ``resources`` by its Kubernetes name (CPU in millicores)."""
+    return {GPU: resources.gpu, EFA: resources.efa, CPU: resources.cpu_m, MEMORY: resources.memory}[resource]
+
+
+def resources_of(amounts: Mapping[str, int]) -> Resources:
+    """The inverse of :func:`amount_of`: a map of the four governed resources as :class:`Resources`."""
+    return Resources(gpu=amounts[GPU], efa=amounts[EFA], cpu_m=amounts[CPU], memory=amounts[MEMORY])
+
+
+def format_quantity(resource: str, amount: int) -> str:
+    """``amount`` of ``resource`` as Kubernetes writes it: ``256``, ``1536`` or ``500m`` CPUs, ``16Ti``
+    (the largest binary, else decimal, suffix that divides it)."""
+    if resource == CPU:
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if resource == MEMORY and amount:
+        binary = sorted(_BINARY.items(), key=lambda kv: -kv[1])
+        decimal = [(s, int(f)) for s, f in sorted(_DECIMAL.items(), key=lambda kv: -kv[1]) if f >= 1000]
+        for suffix, factor in (*binary, *decimal):
+            if amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+    return str(amount)
+
+
+def quantity_json(resource: str, amount: int) -> int | str:
+    """:func:`format_quantity` as JSON writes a quantity: a number when it is one."""
+    text = format_quantity(resource, amount)
+    return int(text) if text.isdigit() else text
