@@ -6,57 +6,37 @@ from __future__ import annotations
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import DeployConfig
-from infra.functions import FunctionSpec, TopogovFunction
-from infra.names import POLICY_IN_BUNDLE, SNAPSHOT_KEY
-from infra.storage import Storage
+from infra.functions import FunctionContext, FunctionSpec, TopogovFunction
+from infra.names import POLICY_PATH, SNAPSHOT_KEY
+from topogov.settings import ApiSettings
 
-ROUTES: dict[str, list[str]] = {
-    "/v1/jobs": ["GET", "POST"],
-    "/v1/jobs/{team}/{name}": ["GET", "DELETE"],
-    "/v1/teams": ["GET"],
-    "/v1/teams/{team}": ["GET"],
-    "/v1/topology": ["GET"],
-    "/v1/openapi.json": ["GET"],
-}
 STAGE = "prod"
 
 
 class Api(Construct):
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        config: DeployConfig,
-        storage: Storage,
-        code: lambda_.Code,
-        layer: lambda_.ILayerVersion,
-        log_retention: logs.RetentionDays,
-        vpc_config: dict | None,
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, *, context: FunctionContext) -> None:
         super().__init__(scope, id)
-        env = {
-            "TOPOGOV_CLUSTER_NAME": config.cluster_name,
-            "TOPOGOV_POLICY_FILE": f"/var/task/{POLICY_IN_BUNDLE}",
-            "TOPOGOV_SNAPSHOT_BUCKET": storage.snapshot_bucket.bucket_name,
-            "TOPOGOV_SNAPSHOT_KEY": SNAPSHOT_KEY,
-            "TOPOGOV_LEDGER_TABLE": storage.ledger.table_name,
-            "TOPOGOV_COUNTERS_TABLE": storage.counters.table_name,
-            "TOPOGOV_IDEMPOTENCY_TABLE": storage.idempotency.table_name,
-        }
+        config, storage = context.config, context.storage
+        settings = ApiSettings(
+            cluster_name=config.cluster_name,
+            policy_file=POLICY_PATH,
+            snapshot_bucket=storage.snapshot_bucket.bucket_name,
+            snapshot_key=SNAPSHOT_KEY,
+            ledger_table=storage.ledger.table_name,
+            counters_table=storage.counters.table_name,
+            idempotency_table=storage.idempotency.table_name,
+        )
+        self.settings = settings
         self.fn = TopogovFunction(
             self,
             "Handler",
-            spec=FunctionSpec("api", "topogov.handlers.api.handler", Duration.seconds(29), 1024, env),
-            code=code,
-            layer=layer,
-            log_retention=log_retention,
-            vpc_config=vpc_config,
+            spec=FunctionSpec(
+                "api", "topogov.handlers.api.handler", Duration.seconds(29), 1024, settings.to_env()
+            ),
+            context=context,
         )
         role = self.fn.role
         self.fn.allow_describe_cluster(config.cluster_name)
@@ -94,7 +74,7 @@ class Api(Construct):
             )
         )
 
-        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=log_retention)
+        self.access_logs = logs.LogGroup(self, "AccessLogs", retention=context.log_retention)
         # Who may call at all, before IAM auth and the handler's team check: principals of this
         # account (or of the organisation, by context). Without it any SigV4 principal of any account
         # with an IAM allow for execute-api:Invoke reaches the function.
@@ -156,7 +136,9 @@ class Api(Construct):
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
         integration = apigw.LambdaIntegration(self.fn.function, proxy=True, allow_test_invoke=False)
-        for path, methods in ROUTES.items():
+        from topogov.handlers.api import routes  # the application's routes, not a copy
+
+        for path, methods in routes().items():
             resource = self.rest_api.root.resource_for_path(path)
             for method in methods:
                 params = {f"method.request.path.{p}": True for p in ("team", "name") if "{" + p + "}" in path}

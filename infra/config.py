@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from infra.names import LOG_RETENTION
+
 PREFIX = "topogov:"
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,32 +64,8 @@ class DeployConfig(BaseModel):
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, v: int) -> int:
-        allowed = {
-            1,
-            3,
-            5,
-            7,
-            14,
-            30,
-            60,
-            90,
-            120,
-            150,
-            180,
-            365,
-            400,
-            545,
-            731,
-            1096,
-            1827,
-            2192,
-            2557,
-            2922,
-            3288,
-            3653,
-        }
-        if v not in allowed:
-            raise ValueError(f"must be one of CloudWatch Logs' retention periods: {sorted(allowed)}")
+        if v not in LOG_RETENTION:
+            raise ValueError(f"must be one of CloudWatch Logs' retention periods: {sorted(LOG_RETENTION)}")
         return v
 
     @field_validator("subnet_ids", mode="before")

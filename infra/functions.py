@@ -131,6 +131,18 @@ def function_code(policy: Path) -> lambda_.Code:
     )
 
 
+@dataclass(frozen=True)
+class FunctionContext:
+    """What both functions are built with (the stack makes one and hands it to each construct)."""
+
+    config: Any  # infra.config.DeployConfig
+    storage: Any  # infra.storage.Storage
+    code: lambda_.Code
+    layer: lambda_.ILayerVersion
+    log_retention: logs.RetentionDays
+    vpc_config: dict[str, Any] | None
+
+
 @dataclass
 class FunctionSpec:
     name: str  # "api" or "reconcile"
@@ -150,15 +162,12 @@ class TopogovFunction(Construct):
         id: str,
         *,
         spec: FunctionSpec,
-        code: lambda_.Code,
-        layer: lambda_.ILayerVersion,
-        log_retention: logs.RetentionDays,
-        vpc_config: dict[str, Any] | None = None,
+        context: FunctionContext,
         **function_kwargs: Any,
     ) -> None:
         super().__init__(scope, id)
         self.log_group = logs.LogGroup(
-            self, "Logs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY
+            self, "Logs", retention=context.log_retention, removal_policy=RemovalPolicy.DESTROY
         )
         self.role = iam.Role(
             self,
@@ -178,8 +187,8 @@ class TopogovFunction(Construct):
             runtime=lambda_.Runtime.PYTHON_3_12,
             architecture=lambda_.Architecture.X86_64,
             handler=spec.handler,
-            code=code,
-            layers=[layer],
+            code=context.code,
+            layers=[context.layer],
             role=self.role,
             timeout=spec.timeout,
             memory_size=spec.memory_mb,
@@ -192,7 +201,7 @@ class TopogovFunction(Construct):
                 "POWERTOOLS_LOG_LEVEL": "INFO",
                 **spec.environment,
             },
-            **(vpc_config or {}),
+            **(context.vpc_config or {}),
             **function_kwargs,
         )
 

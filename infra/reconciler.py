@@ -7,14 +7,12 @@ from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import DeployConfig
-from infra.functions import FunctionSpec, TopogovFunction
-from infra.names import POLICY_IN_BUNDLE, SNAPSHOT_KEY
-from infra.storage import Storage
+from infra.functions import FunctionContext, FunctionSpec, TopogovFunction
+from infra.names import POLICY_PATH, SNAPSHOT_KEY
+from topogov.settings import ReconcileSettings
 
 # A 10,000-node first pass needs 100 DescribeInstanceTopology calls at 1 per second and 10,000 label
 # patches (measured: 22 s of wall time for the patches locally); a pass that runs out of its budget
@@ -23,19 +21,9 @@ TIMEOUT = Duration.minutes(15)
 
 
 class Reconciler(Construct):
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        config: DeployConfig,
-        storage: Storage,
-        code: lambda_.Code,
-        layer: lambda_.ILayerVersion,
-        log_retention: object,
-        vpc_config: dict | None,
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, *, context: FunctionContext) -> None:
         super().__init__(scope, id)
+        config, storage = context.config, context.storage
         self.dlq = sqs.Queue(
             self,
             "DeadLetters",
@@ -43,25 +31,25 @@ class Reconciler(Construct):
             enforce_ssl=True,
             encryption=sqs.QueueEncryption.SQS_MANAGED,
         )
-        env = {
-            "TOPOGOV_CLUSTER_NAME": config.cluster_name,
-            "TOPOGOV_SNAPSHOT_BUCKET": storage.snapshot_bucket.bucket_name,
-            "TOPOGOV_SNAPSHOT_KEY": SNAPSHOT_KEY,
-            "TOPOGOV_POLICY_FILE": f"/var/task/{POLICY_IN_BUNDLE}",
-            "TOPOGOV_LEDGER_TABLE": storage.ledger.table_name,
-            "TOPOGOV_COUNTERS_TABLE": storage.counters.table_name,
-            "TOPOGOV_BUDGET_MARGIN_S": "30",
-            "TOPOGOV_KUEUE_API_VERSION": config.kueue_api_version,
-            "TOPOGOV_GOVERNOR": "true" if config.governor else "false",
-        }
+        settings = ReconcileSettings(
+            cluster_name=config.cluster_name,
+            snapshot_bucket=storage.snapshot_bucket.bucket_name,
+            snapshot_key=SNAPSHOT_KEY,
+            policy_file=POLICY_PATH,
+            ledger_table=storage.ledger.table_name,
+            counters_table=storage.counters.table_name,
+            budget_margin_s=30,
+            kueue_api_version=config.kueue_api_version,
+            governor=config.governor,
+        )
+        self.settings = settings
         self.fn = TopogovFunction(
             self,
             "Reconcile",
-            spec=FunctionSpec("reconcile", "topogov.handlers.reconcile.handler", TIMEOUT, 1024, env, 1),
-            code=code,
-            layer=layer,
-            log_retention=log_retention,
-            vpc_config=vpc_config,
+            spec=FunctionSpec(
+                "reconcile", "topogov.handlers.reconcile.handler", TIMEOUT, 1024, settings.to_env(), 1
+            ),
+            context=context,
             dead_letter_queue=self.dlq,
             retry_attempts=2,
             max_event_age=Duration.hours(1),

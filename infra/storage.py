@@ -8,33 +8,32 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from topogov.adapters.tables import COUNTERS, IDEMPOTENCY, LEDGER, TableKeys
+
 
 class Storage(Construct):
     def __init__(self, scope: Construct, id: str) -> None:
         super().__init__(scope, id)
 
-        def table(name: str, sort_key: str | None = None, ttl: str | None = None) -> dynamodb.Table:
+        def table(name: str, keys: TableKeys) -> dynamodb.Table:
+            string = dynamodb.AttributeType.STRING
             return dynamodb.Table(
                 self,
                 name,
-                partition_key=dynamodb.Attribute(
-                    name="id" if name == "Idempotency" else "team", type=dynamodb.AttributeType.STRING
-                ),
-                sort_key=dynamodb.Attribute(name=sort_key, type=dynamodb.AttributeType.STRING)
-                if sort_key
-                else None,
+                partition_key=dynamodb.Attribute(name=keys.partition, type=string),
+                sort_key=dynamodb.Attribute(name=keys.sort, type=string) if keys.sort else None,
                 billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
                 encryption=dynamodb.TableEncryption.AWS_MANAGED,
                 point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                     point_in_time_recovery_enabled=True
                 ),
-                time_to_live_attribute=ttl,
+                time_to_live_attribute=keys.ttl,
                 removal_policy=RemovalPolicy.RETAIN,
             )
 
-        self.ledger = table("Ledger", sort_key="name")
-        self.counters = table("Counters")
-        self.idempotency = table("Idempotency", ttl="expiration")
+        self.ledger = table("Ledger", LEDGER)
+        self.counters = table("Counters", COUNTERS)
+        self.idempotency = table("Idempotency", IDEMPOTENCY)
         self.snapshot_bucket = s3.Bucket(
             self,
             "Snapshot",

@@ -294,8 +294,8 @@ def check(resp: Any, *, text: bool = False) -> Any:
             )
         raise CliError(EXIT_REFUSED, f"refused ({status} {code}): {message}", details, body, code)
     # API Gateway's own answer: {"message": ...} and an x-amzn-ErrorType header
-    message = body.get("message") if isinstance(body, dict) else None
-    message = str(message or resp.text.strip()[:200] or resp.reason or "no message").strip()
+    said = body.get("message") if isinstance(body, dict) else None
+    message = str(said or resp.text.strip()[:200] or resp.reason or "no message").strip()
     kind = (resp.headers.get("x-amzn-ErrorType") or "").split(":")[0]
     if status in (401, 403):
         hint = ""

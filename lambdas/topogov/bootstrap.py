@@ -47,12 +47,12 @@ def build_labeler(settings: ReconcileSettings, session: Any | None = None, api_c
     return Labeler(nodes, ec2, store)
 
 
-def build_governance(settings: ApiSettings | None = None, session: Any | None = None) -> Any:
+def build_api_service(settings: ApiSettings | None = None, session: Any | None = None) -> Any:
     """The API's service: policy (validated at cold start), snapshot, ledger, jobs."""
     from topogov.adapters.kube_jobs import KubeJobs
     from topogov.adapters.ledger import DynamoLedger
     from topogov.domain.policy import load_policy_file
-    from topogov.logic.api_service import Governance
+    from topogov.logic.api_service import ApiService
 
     settings = settings or ApiSettings.from_env()
     session = session or aws_session(settings.region)
@@ -69,10 +69,15 @@ def build_governance(settings: ApiSettings | None = None, session: Any | None = 
     if settings.idempotency_table:
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+        from topogov.adapters.tables import IDEMPOTENCY
+
         idempotency = DynamoDBPersistenceLayer(
-            table_name=settings.idempotency_table, boto3_client=session.client("dynamodb")
+            table_name=settings.idempotency_table,
+            key_attr=IDEMPOTENCY.partition,
+            expiry_attr=IDEMPOTENCY.ttl or "expiration",
+            boto3_client=session.client("dynamodb"),
         )
-    return Governance(policy=policy, snapshots=store, ledger=ledger, jobs=jobs, idempotency_store=idempotency)
+    return ApiService(policy=policy, snapshots=store, ledger=ledger, jobs=jobs, idempotency_store=idempotency)
 
 
 def build_ledger_sync(
@@ -101,8 +106,8 @@ def build_governor(
         return None
     from topogov.adapters.kube_objects import KubeObjects
     from topogov.domain.policy import load_policy_file
-    from topogov.handlers.observability import logger
     from topogov.logic.governor import Governor
+    from topogov.observability import logger
 
     policy = policy or load_policy_file(settings.policy_file)
     http = KubeHttp(

@@ -36,10 +36,24 @@ def _from_env(cls: type[BaseModel], what: str, environ: Mapping[str, str] | None
         raise ConfigError(f"invalid {what} configuration: {problems}") from exc
 
 
-class ApiSettings(BaseModel):
-    """Environment of the api function (``TOPOGOV_*`` variables)."""
-
+class _Settings(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+    def to_env(self) -> dict[str, str]:
+        """The ``TOPOGOV_*`` environment that ``from_env`` reads back as these settings: the fields
+        given explicitly (the rest keep the defaults written here). The CDK stack builds each
+        function's environment with this, so the names and types are never written twice. The region
+        is the runtime's (``AWS_REGION``)."""
+        out: dict[str, str] = {}
+        for name in sorted(self.model_fields_set - {"region"}):
+            value = getattr(self, name)
+            if value is not None:
+                out[ENV_PREFIX + name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+class ApiSettings(_Settings):
+    """Environment of the api function (``TOPOGOV_*`` variables)."""
 
     cluster_name: str | None = None
     kubeconfig: str | None = None
@@ -62,10 +76,8 @@ class ApiSettings(BaseModel):
         return _from_env(cls, "api", environ)  # type: ignore[return-value]
 
 
-class ReconcileSettings(BaseModel):
+class ReconcileSettings(_Settings):
     """Environment of the reconcile function (``TOPOGOV_*`` variables)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     cluster_name: str | None = Field(None, description="EKS cluster; endpoint, CA and tokens come from AWS")
     kubeconfig: str | None = Field(

@@ -915,15 +915,15 @@ def handle_control_request(method: str, path: str, query: Mapping[str, str], bod
                 account = query.get("account_id") or DEFAULT_ACCOUNT_ID
                 return 200, get_placements(account, region)
             if method == "POST":
-                region = payload.get("region")
-                if not isinstance(region, str) or not region:
+                asked = payload.get("region")
+                if not isinstance(asked, str) or not asked:
                     raise ValueError("region is required")
                 placement = payload.get("placement")
                 if not isinstance(placement, dict):
                     raise ValueError("placement must be an object {instance_id: [network nodes]}")
                 count = set_placement(
                     str(payload.get("account_id") or DEFAULT_ACCOUNT_ID),
-                    region,
+                    asked,
                     placement,
                     replace=bool(payload.get("replace", False)),
                 )

@@ -165,6 +165,7 @@ class ControlMiddleware:
 
     def _dynamo_control(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
+        payload: dict[str, Any]
         with self._dynamodb:
             if method == "GET":
                 status, payload = 200, {"rules": self.dynamo_faults.rules}

@@ -176,7 +176,7 @@ class LocalStack:
 
     # -- seeding ------------------------------------------------------------------------------
     def seed(self) -> None:
-        from topogov.adapters.ledger import create_tables
+        from topogov.adapters.tables import create_tables
 
         self.client("s3").create_bucket(Bucket=SNAPSHOT_BUCKET)
         create_tables(self.client("dynamodb"), LEDGER_TABLE, COUNTERS_TABLE, IDEMPOTENCY_TABLE)
@@ -215,7 +215,7 @@ class LocalStack:
 
     def start_api(self) -> None:
         """The REST API behind a local API Gateway that checks SigV4 like IAM auth does."""
-        from topogov.bootstrap import build_governance
+        from topogov.bootstrap import build_api_service
         from topogov.handlers import api
         from topogov.settings import ApiSettings
         from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
@@ -223,7 +223,7 @@ class LocalStack:
 
         env = self.env()
         with environ(env):  # boto3 reads AWS_ENDPOINT_URL from the environment
-            api.set_service(build_governance(ApiSettings.from_env(env)))
+            api.set_service(build_api_service(ApiSettings.from_env(env)))
         callers = callers_from_credentials_file(str(self.credentials), account_id=LOCAL_ACCOUNT)
         self.api = LocalApiGateway(
             api.handler,

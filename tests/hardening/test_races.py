@@ -1,5 +1,5 @@
 """Races (issue #7, item 3): the in-flight cap under parallel submissions, submit racing cancel, two
-reconcile passes at once. Every "container" is its own Governance (its own boto3 and Kubernetes
+reconcile passes at once. Every "container" is its own ApiService (its own boto3 and Kubernetes
 clients), as separate Lambda environments would be; DynamoDB (moto, serialised like the real
 service's per-item atomicity) and the Kubernetes API are shared over HTTP.
 
@@ -30,10 +30,10 @@ CAP_GPU = 256  # team-c's maxInFlight in teams.yaml
 
 
 def governance():
-    from topogov.bootstrap import build_governance
+    from topogov.bootstrap import build_api_service
     from topogov.settings import ApiSettings
 
-    return build_governance(ApiSettings.from_env())
+    return build_api_service(ApiSettings.from_env())
 
 
 def request(name: str, gpus: int = 8) -> JobRequest:
@@ -231,9 +231,9 @@ class Interleaved:
 
 
 def _with_jobs(gov, jobs):
-    from topogov.logic.api_service import Governance
+    from topogov.logic.api_service import ApiService
 
-    return Governance(policy=gov.policy, snapshots=gov.snapshots, ledger=gov.ledger, jobs=jobs)
+    return ApiService(policy=gov.policy, snapshots=gov.snapshots, ledger=gov.ledger, jobs=jobs)
 
 
 def test_a_cancel_landing_while_the_job_is_created_wins_and_no_job_runs_uncharged(stack, report):

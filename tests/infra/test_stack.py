@@ -77,6 +77,27 @@ def test_eks_s3_and_dynamodb_permissions_are_scoped(template):
     assert "AdministratorAccess" not in text
 
 
+def test_the_deployed_methods_are_the_applications_routes(template):
+    """One source: the REST API's resources and methods are the resolver's routes, no more, no less."""
+    from topogov.handlers.api import routes
+
+    resources = template.find_resources("AWS::ApiGateway::Resource")
+    doc = template.to_json()["Resources"]
+
+    def path_of(ref):
+        if "Fn::GetAtt" in ref:  # the root resource
+            return ""
+        res = resources[ref["Ref"]]["Properties"]
+        return f"{path_of(res['ParentId'])}/{res['PathPart']}"
+
+    deployed = {}
+    for m in template.find_resources("AWS::ApiGateway::Method").values():
+        props = m["Properties"]
+        deployed.setdefault(path_of(props["ResourceId"]), []).append(props["HttpMethod"])
+    assert {p: sorted(ms) for p, ms in deployed.items()} == routes()
+    assert doc  # (the template itself)
+
+
 def test_every_method_requires_aws_iam(template):
     methods = template.find_resources("AWS::ApiGateway::Method")
     assert len(methods) == 8
@@ -363,3 +384,20 @@ def test_both_roles_may_tell_a_missing_snapshot_from_a_forbidden_one(template):
         ]
         assert len(grants) == 1 and "Condition" not in grants[0], role_hint
         assert grants[0]["Resource"] == resolve.arn(bucket_id), role_hint
+
+
+def test_each_functions_environment_is_its_settings_model_written_out(synthesized):
+    """One source for the environment: the stack writes it with the settings model the function
+    parses at cold start (``to_env``), and it parses back to the same settings."""
+    from topogov.settings import ApiSettings, ReconcileSettings
+
+    stack, template = synthesized
+    for construct, model in ((stack.api, ApiSettings), (stack.reconciler, ReconcileSettings)):
+        env = construct.settings.to_env()
+        assert model.from_env(env) == construct.settings
+        (fn,) = [
+            f for f in template.find_resources("AWS::Lambda::Function").values()
+            if f["Properties"]["Handler"] == construct.fn.function.node.default_child.handler
+        ]  # fmt: skip
+        variables = fn["Properties"]["Environment"]["Variables"]
+        assert {k for k in variables if k.startswith("TOPOGOV_")} == set(env)

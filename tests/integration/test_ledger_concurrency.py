@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from topogov.adapters.ledger import DynamoLedger, create_tables
+from topogov.adapters.ledger import DynamoLedger
+from topogov.adapters.tables import create_tables
 from topogov.domain.errors import InFlightLimit
 from topogov.domain.quantity import Resources
 

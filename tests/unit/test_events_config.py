@@ -58,3 +58,17 @@ def test_settings_defaults():
         {"TOPOGOV_CLUSTER_NAME": "gpu", "TOPOGOV_SNAPSHOT_BUCKET": "bkt", "AWS_REGION": "us-west-2"}
     )
     assert (s.ec2_rate_per_s, s.refresh_after_s, s.page_size, s.region) == (1.0, 86400, 500, "us-west-2")
+
+
+def test_settings_write_the_environment_they_read():
+    from topogov.settings import ApiSettings, ReconcileSettings
+
+    api = ApiSettings(
+        cluster_name="gpu", policy_file="/var/task/policy/teams.yaml", snapshot_bucket="bkt",
+        ledger_table="led", counters_table="cnt", idempotency_table="idem",
+    )  # fmt: skip
+    assert ApiSettings.from_env(api.to_env()) == api
+    rec = ReconcileSettings(cluster_name="gpu", snapshot_bucket="bkt", governor=False, budget_margin_s=30)
+    env = rec.to_env()
+    assert env["TOPOGOV_GOVERNOR"] == "false" and "TOPOGOV_PAGE_SIZE" not in env  # defaults stay in code
+    assert ReconcileSettings.from_env(env) == rec

@@ -106,7 +106,7 @@ def eks_api_client(endpoint: ClusterEndpoint, tokens: EksTokenSource) -> Any:
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration
 
-    cfg = Configuration()
+    cfg: Any = Configuration()
     cfg.host = endpoint.endpoint
     fd, ca_path = tempfile.mkstemp(prefix="eks-ca-", suffix=".pem")
     with os.fdopen(fd, "wb") as fh:
@@ -129,7 +129,7 @@ def kubeconfig_api_client(path: str | None = None, context: str | None = None) -
     from kubernetes.client.configuration import Configuration
     from kubernetes.config import load_kube_config
 
-    cfg = Configuration()
+    cfg: Any = Configuration()
     load_kube_config(config_file=path, context=context, client_configuration=cfg)
     hook = cfg.refresh_api_key_hook
     if hook is not None:

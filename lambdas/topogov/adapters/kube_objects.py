@@ -8,6 +8,7 @@ what the policy no longer has.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from typing import Any
 
@@ -126,7 +127,7 @@ class KubeObjects:
             raise _fail(resp, f"delete {kind} {name}")
         return True
 
-    def unfinished_jobs(self, namespace: str) -> list[str] | None:
+    def unfinished_jobs(self, namespace: str) -> builtins.list[str] | None:
         """Names of the Jobs in ``namespace`` that have not finished; None when they cannot be read
         (no permission any more: the caller must assume there are some)."""
         resp = self.http.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs", query={"limit": 500})

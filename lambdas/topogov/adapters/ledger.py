@@ -343,34 +343,3 @@ class _Guarded:
                 raise Unavailable(f"the job ledger is unreachable ({type(exc).__name__}); try again") from exc
 
         return call
-
-
-def create_tables(
-    client: Any, ledger_table: str, counters_table: str, idempotency_table: str | None = None
-) -> None:
-    """The tables as the CDK stack defines them (used by the local stack and tests)."""
-    client.create_table(
-        TableName=ledger_table,
-        KeySchema=[
-            {"AttributeName": "team", "KeyType": "HASH"},
-            {"AttributeName": "name", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "team", "AttributeType": "S"},
-            {"AttributeName": "name", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    client.create_table(
-        TableName=counters_table,
-        KeySchema=[{"AttributeName": "team", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "team", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    if idempotency_table:
-        client.create_table(
-            TableName=idempotency_table,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )

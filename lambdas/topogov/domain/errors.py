@@ -8,6 +8,8 @@ status each kind is answered with is the API handler's business, in one table
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TopogovError(Exception):
     """Base of every error Topogov raises on purpose."""
@@ -45,7 +47,7 @@ class Refusal(TopogovError):
 
     code = "VALIDATION_ERROR"
 
-    def __init__(self, message: str, details: dict | None = None) -> None:
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = details or {}
@@ -54,7 +56,7 @@ class Refusal(TopogovError):
 class ValidationFailed(Refusal):
     code = "VALIDATION_ERROR"
 
-    def __init__(self, field: str, message: str, details: dict | None = None) -> None:
+    def __init__(self, field: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(f"{field}: {message}", {"field": field, **(details or {})})
         self.field = field
 

@@ -32,7 +32,7 @@ from topogov.domain.errors import (
 )
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse
 from topogov.handlers.models import ErrorResponse
-from topogov.handlers.observability import logger, metrics, traced
+from topogov.observability import logger, metrics, traced
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BODY_DEPTH = 24  # a Job manifest nests ~15 levels (affinity terms); the ledger adds one
@@ -62,12 +62,13 @@ _service: Any = None
 
 
 def service() -> Any:
-    """The Governance service, built on first use and kept while the container is warm."""
+    """The API's use cases (:class:`topogov.logic.api_service.ApiService`), built on first use and kept
+    while the container is warm."""
     global _service
     if _service is None:
-        from topogov.bootstrap import build_governance
+        from topogov.bootstrap import build_api_service
 
-        _service = build_governance()
+        _service = build_api_service()
     return _service
 
 
@@ -292,6 +293,14 @@ def openapi_document() -> str:
     body = doc["paths"]["/v1/jobs"]["post"].setdefault("requestBody", {"required": True})
     body["content"] = {"application/json": {"schema": {"oneOf": refs}}}
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def routes() -> dict[str, list[str]]:
+    """The API's routes as API Gateway resources (``/v1/jobs/{team}/{name}``) with their methods, read
+    from the resolver's own OpenAPI document: what ``infra/api.py`` deploys and the local gateway
+    serves, so a route exists in all three or in none."""
+    doc = json.loads(openapi_document())
+    return {path: sorted(m.upper() for m in item) for path, item in sorted(doc["paths"].items())}
 
 
 def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:

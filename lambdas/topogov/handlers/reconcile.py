@@ -13,8 +13,8 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from topogov.handlers.events import Ec2StateChangeEvent, parse_reconcile_event
-from topogov.handlers.observability import logger, metrics, traced
 from topogov.logic.labeler import Labeler, PassOptions, PassSummary
+from topogov.observability import logger, metrics, traced
 from topogov.settings import ReconcileSettings
 
 _built: tuple[ReconcileSettings, Labeler, Any, Any] | None = None

@@ -64,7 +64,7 @@ def _now() -> str:
 
 
 @dataclass
-class Governance:
+class ApiService:
     policy: Any
     snapshots: SnapshotSource
     ledger: LedgerPort
@@ -181,7 +181,7 @@ class Governance:
                 raise_on_no_idempotency_key=True,
             )
 
-            @idempotent_function(
+            @idempotent_function(  # type: ignore[untyped-decorator]  # Powertools' decorator is untyped
                 data_keyword_argument="submission", persistence_store=self.idempotency_store, config=config
             )
             def once(submission: dict[str, Any]) -> dict[str, Any]:
@@ -206,7 +206,8 @@ class Governance:
             "body": request.model_dump(mode="json"),
         }
         try:
-            return self._idempotent(submission=submission)
+            answer: dict[str, Any] = self._idempotent(submission=submission)
+            return answer
         except IdempotencyValidationError:
             raise Conflict(
                 "this Idempotency-Key was used with another request body", {"field": "Idempotency-Key"}

@@ -51,6 +51,7 @@ A team removed from the policy
 
 from __future__ import annotations
 
+import builtins
 import enum
 import hashlib
 import json
@@ -96,16 +97,19 @@ _LOG.addHandler(logging.NullHandler())  # a library's logger: silent unless the 
 RENDERED_ANNOTATION = "topogov.io/rendered"  # hash of what Topogov last wrote: tells hand edits apart
 
 
+Obj = dict[str, Any]  # a Kubernetes object as JSON
+
+
 class ObjectsPort(Protocol):
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None: ...
-    def list(self, api_version: str, kind: str) -> list[dict]: ...
-    def create(self, obj: Mapping[str, Any]) -> dict: ...
-    def replace(self, obj: Mapping[str, Any]) -> dict | None: ...
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None: ...
+    def list(self, api_version: str, kind: str) -> builtins.list[Obj]: ...
+    def create(self, obj: Mapping[str, Any]) -> Obj: ...
+    def replace(self, obj: Mapping[str, Any]) -> Obj | None: ...
     def merge_patch(
         self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
-    ) -> dict: ...
+    ) -> Obj: ...
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool: ...
-    def unfinished_jobs(self, namespace: str) -> list[str] | None: ...
+    def unfinished_jobs(self, namespace: str) -> builtins.list[str] | None: ...
 
 
 class Action(enum.StrEnum):
@@ -367,9 +371,15 @@ def keep_equivalent_topologies(
             continue
         want = obj["spec"]["topologyName"]
         current = live.get(("ResourceFlavor", obj["metadata"]["name"], None))
-        have = ((current or {}).get("spec") or {}).get("topologyName")
+        have: str | None = ((current or {}).get("spec") or {}).get("topologyName")
         old = live.get(("Topology", have, None)) if have and have != want else None
-        if old is not None and owned(current) and not terminating(old) and _levels(old) == levels[want]:
+        if (
+            have
+            and old is not None
+            and owned(current)
+            and not terminating(old)
+            and _levels(old) == levels[want]
+        ):
             obj = {**obj, "spec": {**obj["spec"], "topologyName": have}}
             if owned(old) and have not in levels:
                 kept[have] = topology_object(have, _levels(old), obj["apiVersion"].split("/")[1])
@@ -618,13 +628,14 @@ class Governor:
             for rf in stale["ResourceFlavor"]
             if rf["metadata"]["name"] in kept_flavors
         }
-        for kind, keep_if in (
+        keep_rules: tuple[tuple[str, Callable[[Obj], bool]], ...] = (
             ("LocalQueue", lambda o: (o.get("spec") or {}).get("clusterQueue") in held),
             ("WorkloadPriorityClass", lambda o: False),
             ("Cohort", lambda o: o["metadata"]["name"] in kept_cohorts),
             ("ResourceFlavor", lambda o: o["metadata"]["name"] in kept_flavors),
             ("Topology", lambda o: o["metadata"]["name"] in kept_topologies),
-        ):
+        )
+        for kind, keep_if in keep_rules:
             for obj in stale[kind]:
                 name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
                 if keep_if(obj):

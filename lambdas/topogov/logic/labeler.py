@@ -53,9 +53,12 @@ class TopologySource(Protocol):
 
 
 class PatchOutcomeLike(Protocol):
-    outcome: str
-    status: int
-    message: str
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def message(self) -> str: ...
 
 
 class NodeStore(Protocol):

@@ -62,7 +62,8 @@ def translate(exc: ValidationError, prefix: Sequence[Any]) -> list[Problem]:
 @functools.cache
 def _adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
     info = model.model_fields[field]
-    return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
+    annotation: Any = info.annotation
+    return TypeAdapter(Annotated[annotation, *info.metadata] if info.metadata else annotation)
 
 
 def _fields(
