@@ -77,7 +77,7 @@ import sys
 import threading
 import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from email.utils import parsedate_to_datetime
@@ -492,9 +492,37 @@ def _json_message(message: str) -> bytes:
 
 
 # -- the server -------------------------------------------------------------------------------------------
+def match_route(routes: Mapping[str, Sequence[str]], path: str) -> tuple[str, dict[str, str]] | None:
+    """The resource of ``routes`` (API Gateway paths such as ``/v1/jobs/{team}/{name}``) that ``path``
+    reaches, with its path parameters; a literal segment wins over a parameter, as API Gateway
+    chooses the most specific resource. ``None``: no resource (API Gateway answers 403)."""
+    segments = [s for s in path.split("/") if s] if path != "/" else []
+    best: tuple[int, str, dict[str, str]] | None = None
+    for template in routes:
+        parts = [s for s in template.split("/") if s]
+        if len(parts) != len(segments):
+            continue
+        params: dict[str, str] = {}
+        for part, seg in zip(parts, segments, strict=True):
+            if part.startswith("{") and part.endswith("}"):
+                params[part[1:-1]] = seg
+            elif part != seg:
+                break
+        else:
+            if best is None or len(params) < best[0]:
+                best = (len(params), template, params)
+    return None if best is None else (best[1], best[2])
+
+
 class LocalApiGateway:
     """A local API Gateway REST API (``AWS_IAM`` everywhere, Lambda proxy integration) in front of an
-    in-process handler, served from a daemon thread. ``port=0`` picks a free port; ``url`` has it."""
+    in-process handler, served from a daemon thread. ``port=0`` picks a free port; ``url`` has it.
+
+    ``routes`` are the REST API's resources and their methods, as deployed (``{resource path:
+    [methods]}``): a request to a path no resource has, or with a method its resource lacks, is
+    answered as API Gateway answers it — 403 ``Missing Authentication Token`` — without reaching the
+    handler, and the event carries the matched ``resource`` and ``pathParameters``. Without
+    ``routes`` the API has one greedy ``/{proxy+}`` resource (ANY), which reaches everything."""
 
     def __init__(
         self,
@@ -509,8 +537,10 @@ class LocalApiGateway:
         max_skew_s: int = 300,
         context_factory: Callable[[], Any] = LocalContext,
         account_id: str = LOCAL_ACCOUNT,
+        routes: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.handler = handler
+        self.routes = None if routes is None else {p: {m.upper() for m in ms} for p, ms in routes.items()}
         # One Lambda execution environment serves one request at a time, and the handler module's
         # state (Powertools' resolver keeps the current event on the app object) relies on it: the
         # gateway authenticates concurrently but invokes the handler one request at a time.
@@ -570,6 +600,22 @@ class LocalApiGateway:
         self.stop()
 
     # -- one request --------------------------------------------------------------------------------------
+    def resource_of(self, path: str) -> tuple[str, dict[str, str] | None] | None:
+        """(resource, path parameters) of a decoded path; ``None`` when no resource has it."""
+        if self.routes is None:
+            return ("/", None) if path == "/" else ("/{proxy+}", {"proxy": path[1:]})
+        found = match_route(self.routes, path)
+        if found is None:
+            return None
+        return found[0], (found[1] or None)
+
+    def routed(self, method: str, path: str) -> bool:
+        """Whether the API has a method ``method`` on the resource ``path`` reaches."""
+        if self.routes is None:
+            return True
+        found = match_route(self.routes, path)
+        return found is not None and method in self.routes[found[0]]
+
     def build_event(
         self,
         *,
@@ -587,8 +633,7 @@ class LocalApiGateway:
     ) -> dict[str, Any]:
         """The REST API proxy event (payload format 1.0) for an authenticated request."""
         path = unquote(raw_path) or "/"
-        resource = "/" if path == "/" else "/{proxy+}"
-        path_parameters = None if path == "/" else {"proxy": path[1:]}
+        resource, path_parameters = self.resource_of(path) or ("/", None)
 
         pairs = [(n, v) for n, v in header_pairs if n.lower() not in _HOP_BY_HOP]
         forwarded_for = next((v for n, v in pairs if n.lower() == "x-forwarded-for"), None)
@@ -803,6 +848,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not raw_path.startswith("/"):  # absolute-form request target
             raw_path = "/" + raw_path.split("://", 1)[-1].partition("/")[2]
         method = self.command.upper()
+        if not gateway.routed(method, unquote(raw_path) or "/"):
+            # No such resource or method: API Gateway answers before it authenticates anything.
+            self._send_error(
+                GatewayError(403, MISSING_AUTHENTICATION_TOKEN, "MissingAuthenticationTokenException"), ids
+            )
+            return
         try:
             caller = authenticate(
                 method=method,

@@ -232,6 +232,7 @@ class LocalStack:
             region=self.options.region,
             stage="prod",
             context_factory=lambda: LocalContext(function_name="topogov-api", timeout_s=29),
+            routes=api.routes(),  # the resources and methods the stack deploys, and only those
         ).start()
 
     def add_instances(self, groups: list[fleetmod.FleetGroup], register: bool = True) -> list[dict[str, Any]]:

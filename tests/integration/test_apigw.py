@@ -639,3 +639,43 @@ def test_concurrent_burst_of_signed_requests_all_succeed(gateway):
         assert event["path"] == f"/burst/{i}"
         assert json.loads(event["body"]) == {"i": i}
     assert len({event["requestContext"]["requestId"] for _, event in results}) == 20
+
+
+def test_with_its_routes_the_gateway_serves_those_resources_and_methods_only(session):
+    """A REST API has the resources it was deployed with: the event names the matched resource and
+    its path parameters (a literal segment wins over a parameter), and a path or a method the API
+    does not have is API Gateway's 403 ``Missing Authentication Token``, never the function."""
+    routes = {
+        "/v1/jobs": ["GET", "POST"],
+        "/v1/jobs/{team}/{name}": ["GET"],
+        "/v1/jobs/team-a/special": ["GET"],
+    }
+    seen = []
+
+    def handler(event, context):
+        seen.append(event)
+        return echo_handler(event, context)
+
+    with LocalApiGateway(handler, {TEAM_A.access_key_id: TEAM_A}, port=0, routes=routes) as gw:
+
+        def get(method, path):
+            return signed_request(
+                method, gw.url + path, credentials=creds(TEAM_A), region=REGION, session=session
+            )
+
+        job = echoed(get("GET", "/v1/jobs/team-a/train%20x"))
+        assert job["resource"] == "/v1/jobs/{team}/{name}"
+        assert job["pathParameters"] == {"team": "team-a", "name": "train x"}
+        assert job["requestContext"]["resourcePath"] == "/v1/jobs/{team}/{name}"
+        assert echoed(get("GET", "/v1/jobs/team-a/special"))["resource"] == "/v1/jobs/team-a/special"
+        assert echoed(get("GET", "/v1/jobs"))["pathParameters"] is None
+        before = len(seen)
+        for method, path in (("DELETE", "/v1/jobs/team-a/x"), ("GET", "/v1/nope"), ("GET", "/v1/jobs/a/b/c")):
+            resp = get(method, path)
+            assert resp.status_code == 403 and resp.json() == {"message": "Missing Authentication Token"}, (
+                path
+            )
+            assert resp.headers["x-amzn-ErrorType"].startswith("MissingAuthenticationTokenException")
+        unsigned = session.get(gw.url + "/v1/nope")
+        assert unsigned.status_code == 403 and unsigned.json() == {"message": "Missing Authentication Token"}
+        assert len(seen) == before
