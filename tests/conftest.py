@@ -1,7 +1,51 @@
-"""Shared test configuration: the package is importable from lambdas/ without an install."""
+"""Shared test configuration: the packages are importable from their folders without an install,
+and the run fails if any emulator process a test started outlived it."""
 
+from __future__ import annotations
+
+import os
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "lambdas"))
+for folder in ("lambdas", "cli", "local"):
+    sys.path.insert(0, str(ROOT / folder))
+
+PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"  # topogov_local.processes appends each child it starts
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and PID_LOG_ENV not in os.environ:  # the controller
+        fd, path = tempfile.mkstemp(prefix="topogov-children-", suffix=".txt")
+        os.close(fd)
+        os.environ[PID_LOG_ENV] = path  # xdist workers and every subprocess inherit it
+        config._topogov_pid_log = path  # type: ignore[attr-defined]
+
+
+def _alive(pid: int, program: str) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z" and cmdline[0].decode(errors="replace") == program
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = getattr(session.config, "_topogov_pid_log", None)
+    if path is None:
+        return
+    left = []
+    for line in Path(path).read_text().splitlines():
+        pid, program, *_ = [*line.split(" ", 2), ""]
+        if _alive(int(pid), program):
+            left.append(line)
+            os.kill(int(pid), signal.SIGKILL)
+    os.unlink(path)
+    if left:
+        print("\nprocesses the tests started and left running (killed now):", *left, sep="\n  ")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

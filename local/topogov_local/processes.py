@@ -1,5 +1,15 @@
 """Emulator processes of the local stack: started as subprocesses, so they are real HTTP peers and
-so the reconciler's CPU is measured without theirs."""
+so the reconciler's CPU is measured without theirs.
+
+Children end with their parent however it ends. Each is started with ``PR_SET_PDEATHSIG`` (Linux
+``prctl(2)``): when the process that started it dies — a SIGKILL, a closed terminal — the kernel
+sends the child SIGTERM. (The signal follows the *thread* that forked, so start them from the
+thread that lives as long as the stack: the main thread, as ``topogov local`` and the tests do.) A
+normal stop sends SIGTERM to the child's process group and SIGKILL after :data:`STOP_GRACE_S`.
+
+``$TOPOGOV_CHILD_PIDS``, when set, names a file each child's pid and program are appended to: the
+test run reads it at the end and fails if any is still alive (``tests/conftest.py``).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +23,37 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 _URL = re.compile(r"(https?://[0-9A-Za-z.\-]+:\d+)")
+STOP_GRACE_S = 1.5  # SIGTERM, then SIGKILL: a stack stops well within 2 s
+PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks the kernel for SIGTERM when the parent dies (Linux; else None).
+    libc is resolved here, in the parent: the child only makes the one system call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def _record(pid: int, argv: Sequence[str]) -> None:
+    path = os.environ.get(PID_LOG_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{pid} {argv[0]} {' '.join(argv[1:])[:200]}\n")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -51,7 +89,9 @@ class ManagedProcess:
             text=True,
             env=self.env,
             start_new_session=True,
+            preexec_fn=_die_with_parent(),
         )
+        _record(self.proc.pid, self.argv)
         lines: queue.Queue[str | None] = queue.Queue()
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else None  # noqa: SIM115
 
@@ -86,7 +126,7 @@ class ManagedProcess:
             f"{self.name} did not become ready in {timeout_s:.0f}s: {' '.join(self.argv)}\n{tail}"
         )
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def stop(self, timeout_s: float = STOP_GRACE_S) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
         try:
@@ -95,7 +135,7 @@ class ManagedProcess:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=timeout_s)
+            self.proc.wait(timeout=10)
 
 
 @contextlib.contextmanager

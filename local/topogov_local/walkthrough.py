@@ -242,6 +242,15 @@ def fallback_walkthrough(stack: Any, post: Any, show: Any) -> None:
     say(job_text(view))
 
 
+class Stopped(BaseException):
+    """A stop signal arrived (SIGINT, SIGTERM, SIGHUP). A BaseException, so no ``except Exception``
+    on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def run(args: argparse.Namespace) -> int:
     from topogov_local import fleet
     from topogov_local.stack import LocalStack, StackOptions
@@ -256,9 +265,12 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
+        # Unwind whatever runs now (a walkthrough step, a pass): the stack stops in `finally`, its
+        # children within ProcessManager's grace. A closed terminal (SIGHUP) is a stop like Ctrl-C.
         stop.set()
+        raise Stopped(signum)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     # The functions' JSON logs go quiet here (set before their Logger is created); the walkthrough
     # prints what matters. Everything is still logged as in Lambda with POWERTOOLS_LOG_LEVEL=INFO.
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
@@ -286,6 +298,9 @@ def run(args: argparse.Namespace) -> int:
                 say(label_table(stack.kube().request("GET", "/api/v1/nodes").body["items"]))
         say("stopping")
         return EXIT_OK
+    except Stopped as stopped:
+        say(f"\n{signal.Signals(stopped.signum).name}: stopping the stack")
+        return 128 + stopped.signum if stopped.signum != signal.SIGINT else 130
     finally:
         stack.stop()
         for sig, handler in previous.items():
