@@ -41,6 +41,9 @@ local: install
 lint: install
 	$(BIN)/ruff check lambdas cli local infra tests app.py
 	$(BIN)/ruff format --check lambdas cli local infra tests app.py
+	$(BIN)/lint-imports --no-cache           # the dependency rules of docs/architecture.md
+	$(BIN)/mypy -p topogov -p topogov_cli -p topogov_local
+	$(BIN)/mypy infra app.py
 
 unit: install
 	$(BIN)/pytest tests/unit

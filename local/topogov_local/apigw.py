@@ -77,7 +77,7 @@ import sys
 import threading
 import traceback
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
 from email.utils import parsedate_to_datetime
@@ -492,7 +492,7 @@ def _json_message(message: str) -> bytes:
 
 
 # -- the server -------------------------------------------------------------------------------------------
-def match_route(routes: Mapping[str, Sequence[str]], path: str) -> tuple[str, dict[str, str]] | None:
+def match_route(routes: Mapping[str, Collection[str]], path: str) -> tuple[str, dict[str, str]] | None:
     """The resource of ``routes`` (API Gateway paths such as ``/v1/jobs/{team}/{name}``) that ``path``
     reaches, with its path parameters; a literal segment wins over a parameter, as API Gateway
     chooses the most specific resource. ``None``: no resource (API Gateway answers 403)."""

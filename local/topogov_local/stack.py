@@ -1,5 +1,5 @@
 """The local stack: AWS (moto server + DescribeInstanceTopology emulation) and a Kubernetes API, each
-a subprocess speaking real HTTP, seeded with a GPU fleet, and the files DESIGN.md promises in
+a subprocess speaking real HTTP, seeded with a GPU fleet, and the files the README promises in
 ``.topogov/local/``: ``endpoints.json`` (written last: its presence means ready), ``kubeconfig``,
 ``aws-credentials``."""
 

@@ -43,8 +43,18 @@ def test_npx_cdk_synth_bundles_the_layer_and_the_code_without_docker(tmp_path):
     for dist in ("boto3", "botocore"):
         (info,) = (layer / "python").glob(f"{dist}-*.dist-info")
         assert info.name == f"{dist}-{pins[dist]}.dist-info", info.name
-    # the code: the package without the local stack and CLI, and the validated policy
-    assert (code / "topogov" / "handlers" / "api.py").exists() and (code / "policy" / "teams.yaml").exists()
-    assert not (code / "topogov" / "local").exists() and not (code / "topogov" / "cli").exists()
+    # the code: exactly the topogov package (the allow-list) and the validated policy, nothing else
+    shipped = sorted(str(p.relative_to(code)) for p in code.rglob("*") if p.is_file())
+    package = ROOT / "lambdas"
+    expected = sorted(
+        str(p.relative_to(package))
+        for p in (package / "topogov").rglob("*.py")
+        if "__pycache__" not in p.parts
+    )
+    assert shipped == sorted([*expected, "policy/teams.yaml"]), set(shipped) ^ {
+        *expected,
+        "policy/teams.yaml",
+    }
+    assert not any(s.startswith(("topogov_cli", "topogov_local")) for s in shipped)
     report = (out / "AwsSolutions--Topogov-NagReport.csv").read_text()
     assert "Non-Compliant" not in report

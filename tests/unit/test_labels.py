@@ -46,7 +46,7 @@ def test_diffing_again_gives_an_empty_patch(current, topo):
 
 
 def is_owned(label: str) -> bool:
-    """The labels the labeler owns (DESIGN.md's table): the network-node layers and the zone id."""
+    """The labels the labeler owns (the README's label table): network-node layers and the zone id."""
     return label == ZONE_ID_LABEL or layer_of(label) is not None
 
 
