@@ -1,403 +1,50 @@
-"""The governor: keep the cluster's Kueue objects equal to what the team policy renders.
-
-One pass = :meth:`Governor.plan` (reads only) then :meth:`Governor.apply` (writes only what the plan
-says). ``topogov governor plan`` prints the plan and stops there.
-
-Ownership
-    An object is Topogov's when it carries ``app.kubernetes.io/managed-by: topogov``. Topogov
-    creates what is missing, corrects drift on what it owns, deletes what it owns and the policy no
-    longer has, and never writes an object it does not own: a same-named object without the label
-    is reported (``unowned``) and left alone. Namespaces are created when missing and never changed
-    or deleted: they hold the teams' data.
-
-Drift
-    Everything Topogov renders is compared with the live object: its labels must be present with
-    the rendered values, every rendered field must be there with the rendered value (quantities
-    compared as quantities: ``60Ti`` = ``61440Gi``), lists must have the rendered items in order,
-    and inside ``resourceGroups`` (the quotas) nothing else may be present — a hand-added
-    ``lendingLimit`` is drift. Fields Topogov does not render (Kueue's defaults such as
-    ``queueingStrategy``) are not compared. A drifted object is replaced (``PUT`` at the
-    resourceVersion it was read: its whole spec is Topogov's, other labels and annotations are
-    kept; the API server applies Kueue's defaults again), and the correction is logged with the
-    differences. Every object Topogov writes carries ``topogov.io/rendered``, a hash of what it
-    rendered, so a difference is told apart: the same hash means the object was *edited by hand*
-    (logged as a warning), another hash means *the policy or the fleet changed* (logged as info).
-
-Fields Kueue never lets change
-    A ResourceFlavor's ``topologyName`` is immutable once set, and a Topology's ``levels`` are
-    immutable (kubernetes-sigs/kueue v0.17.0 ``config/components/crd/bases``, CEL rules
-    "topologyName is immutable when topologyName is set" and "field is immutable"). Topology names say
-    their depth (:func:`topogov.domain.kueue.topology_name`), so levels never need to change; a flavor
-    that must move to another Topology is *re-created*: Kueue keeps a flavor that a ClusterQueue lists
-    (finalizer ``kueue.x-k8s.io/resource-in-use``, released by
-    ``pkg/controller/core/resourceflavor_controller.go`` once no ClusterQueue uses it), so the governor
-    first takes the flavor out of the ClusterQueues it owns, deletes it, waits (a few seconds) for
-    Kueue to let it go, creates it again and puts it back in the queues. Admitted work keeps running;
-    nothing new is admitted on that flavor meanwhile. When Kueue has not let go in time, the queues
-    stay without the flavor and the next pass finishes the job; a ClusterQueue Topogov does not own
-    that lists the flavor blocks the re-creation (reported, nothing written). A live Topology with the
-    very levels a flavor needs is kept under its old name (a cluster from before the per-depth names
-    keeps its ``topogov-network`` where its levels are right), so an upgrade re-creates only what is
-    wrong. An owned object that is being deleted is waited for, never written.
-
-A team removed from the policy
-    Its ClusterQueue is deleted only when nothing is left in it: Kueue's status counts
-    (``pendingWorkloads``, ``reservingWorkloads``, ``admittedWorkloads``) are zero and no unfinished
-    Job is in the team's namespace (when the Jobs cannot be read, Topogov assumes some are there).
-    Otherwise its ``stopPolicy`` is set to ``HoldAndDrain`` (Kueue admits nothing more and evicts
-    what it admitted) and the queue, its LocalQueue and the flavors, topology and cohort it refers
-    to are kept until a later pass finds it empty.
-"""
+"""The governor: a plan from reads only, then an apply of exactly the plan's writes (see the package
+docstring for the rules)."""
 
 from __future__ import annotations
 
-import builtins
-import enum
-import hashlib
-import json
-import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from decimal import InvalidOperation
-from typing import Any, Protocol
+from typing import Any
 
 from topogov.domain.errors import KubernetesError
 from topogov.domain.kueue import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    NAMESPACE_NAME_LABEL,
     TEAM_LABEL,
     ApiVersion,
     FlavorInput,
     flavors_from_snapshot,
     render,
-    topology_object,
 )
-from topogov.domain.quantity import Resources, parse_quantity
-
-OWNED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-# Creation order: what an object refers to exists before it. Deletion runs the other way.
-KINDS = (
-    "Namespace",
-    "Topology",
-    "ResourceFlavor",
-    "Cohort",
-    "WorkloadPriorityClass",
-    "ClusterQueue",
-    "LocalQueue",
+from topogov.domain.quantity import Resources
+from topogov.logic.governor.drift import (
+    _cq_cohort,
+    _cq_flavors,
+    _cq_namespace,
+    _ref,
+    _show,
+    corrected,
+    drift,
+    edited_by_hand,
+    keep_equivalent_topologies,
+    owned,
+    stamped,
+    terminating,
+    without_flavors,
 )
-KUEUE_KINDS = KINDS[1:]
-QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit"})
-EXACT_UNDER = "resourceGroups"  # inside it, fields Topogov does not render count as drift
-WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
-DRAIN = "HoldAndDrain"
-_LOG = logging.getLogger("topogov.governor")
-_LOG.addHandler(logging.NullHandler())  # a library's logger: silent unless the caller configures one
-RENDERED_ANNOTATION = "topogov.io/rendered"  # hash of what Topogov last wrote: tells hand edits apart
-
-
-Obj = dict[str, Any]  # a Kubernetes object as JSON
-
-
-class ObjectsPort(Protocol):
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None: ...
-    def list(self, api_version: str, kind: str) -> builtins.list[Obj]: ...
-    def create(self, obj: Mapping[str, Any]) -> Obj: ...
-    def replace(self, obj: Mapping[str, Any]) -> Obj | None: ...
-    def merge_patch(
-        self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
-    ) -> Obj: ...
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool: ...
-    def unfinished_jobs(self, namespace: str) -> builtins.list[str] | None: ...
-
-
-class Action(enum.StrEnum):
-    CREATE = "create"
-    UPDATE = "update"  # drift corrected
-    DELETE = "delete"
-    HOLD = "hold"  # a removed team's queue still has work: stopPolicy HoldAndDrain
-    KEEP = "keep"  # not in the policy any more, kept while a held queue drains
-    UNOWNED = "unowned"  # same name, not Topogov's: left alone, reported
-    RECREATE = "recreate"  # an immutable field must change: out of the queues, deleted, created again
-    WAIT = "wait"  # being deleted (Kueue holds it while it is in use): nothing written
-    BLOCKED = "blocked"  # must be re-created, but a ClusterQueue Topogov does not own lists it
-
-
-SYMBOL = {
-    Action.CREATE: "+",
-    Action.UPDATE: "~",
-    Action.DELETE: "-",
-    Action.HOLD: "!",
-    Action.KEEP: "=",
-    Action.UNOWNED: "?",
-    Action.RECREATE: "±",
-    Action.WAIT: "…",
-    Action.BLOCKED: "×",
-}
-WRITES = (Action.CREATE, Action.RECREATE, Action.UPDATE, Action.DELETE, Action.HOLD)
-
-
-@dataclass
-class Change:
-    action: Action
-    kind: str
-    name: str
-    namespace: str | None
-    api_version: str
-    diff: list[str] = field(default_factory=list)
-    reason: str = ""
-    desired: dict[str, Any] | None = field(default=None, repr=False)
-    current: dict[str, Any] | None = field(default=None, repr=False)
-
-    @property
-    def object(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": str(self.action), "kind": self.kind, "name": self.name}
-        if self.namespace:
-            out["namespace"] = self.namespace
-        if self.diff:
-            out["diff"] = list(self.diff)
-        if self.reason:
-            out["reason"] = self.reason
-        return out
-
-
-@dataclass
-class Plan:
-    api_version: str
-    flavors: list[str] = field(default_factory=list)
-    topologies: dict[str, str] = field(default_factory=dict)  # flavor -> the Topology it is in
-    changes: list[Change] = field(default_factory=list)
-    unchanged: int = 0
-    warnings: list[str] = field(default_factory=list)
-    skipped: str | None = None  # why nothing was rendered (nothing is changed or deleted then)
-
-    def count(self, action: Action) -> int:
-        return sum(1 for c in self.changes if c.action == action)
-
-    @property
-    def writes(self) -> list[Change]:
-        return [c for c in self.changes if c.action in WRITES]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "api_version": self.api_version,
-            "flavors": list(self.flavors),
-            "topologies": dict(self.topologies),
-            "changes": [c.to_json() for c in self.changes],
-            "counts": {str(a): self.count(a) for a in Action} | {"unchanged": self.unchanged},
-            "warnings": list(self.warnings),
-            "skipped": self.skipped,
-        }
-
-
-@dataclass
-class GovernorSummary:
-    plan: Plan
-    applied: int = 0
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    k8s_reads: int = 0
-    k8s_writes: int = 0
-    duration_s: float = 0.0
-
-    @property
-    def complete(self) -> bool:
-        return not self.failures
-
-    def to_json(self) -> dict[str, Any]:
-        return self.plan.to_json() | {
-            "applied": self.applied,
-            "failures": list(self.failures),
-            "complete": self.complete,
-            "k8s_reads": self.k8s_reads,
-            "k8s_writes": self.k8s_writes,
-            "duration_s": self.duration_s,
-        }
-
-
-# --- drift (pure) ------------------------------------------------------------------------------------
-
-
-def owned(obj: Mapping[str, Any] | None) -> bool:
-    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "(absent)"
-    text = json.dumps(value, separators=(",", ":"), sort_keys=True)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _same_quantity(a: Any, b: Any) -> bool:
-    try:
-        return parse_quantity(a) == parse_quantity(b)
-    except (InvalidOperation, ValueError, TypeError):
-        return False
-
-
-def _compare(want: Any, have: Any, path: str, out: list[str], exact: bool) -> None:
-    if isinstance(want, Mapping):
-        if not isinstance(have, Mapping):
-            out.append(f"{path}: {_show(have)} -> {_show(want)}")
-            return
-        for key, value in want.items():
-            sub = f"{path}.{key}" if path else key
-            _compare(value, have.get(key), sub, out, exact or key == EXACT_UNDER)
-        if exact:
-            for key in sorted(set(have) - set(want)):
-                out.append(f"{path}.{key}: {_show(have[key])} -> (absent)")
-        return
-    if isinstance(want, list):
-        if not isinstance(have, list) or len(have) != len(want):
-            out.append(f"{path}: {_show(have)} -> {_show(want)}")
-            return
-        for i, (w, h) in enumerate(zip(want, have, strict=True)):
-            label = w["name"] if isinstance(w, Mapping) and isinstance(w.get("name"), str) else i
-            _compare(w, h, f"{path}[{label}]", out, exact)
-        return
-    if want == have and type(want) is type(have):
-        return
-    if path.rsplit(".", 1)[-1] in QUANTITY_FIELDS and _same_quantity(want, have):
-        return
-    out.append(f"{path}: {_show(have)} -> {_show(want)}")
-
-
-def drift(desired: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """How ``current`` differs from ``desired`` in what Topogov renders, one line per field."""
-    out: list[str] = []
-    have_labels = (current.get("metadata") or {}).get("labels") or {}
-    for key, value in (desired["metadata"].get("labels") or {}).items():
-        if have_labels.get(key) != value:
-            out.append(f"metadata.labels.{key}: {_show(have_labels.get(key))} -> {_show(value)}")
-    for key, value in desired.items():
-        if key not in ("apiVersion", "kind", "metadata"):
-            _compare(value, current.get(key), key, out, key == EXACT_UNDER)
-    return out
-
-
-def rendered_hash(desired: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in desired.items() if k != "metadata"}
-    body["labels"] = desired["metadata"].get("labels") or {}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def stamped(desired: Mapping[str, Any]) -> dict[str, Any]:
-    """``desired`` carrying the hash of itself (as created)."""
-    meta = dict(desired["metadata"])
-    meta["annotations"] = {**(meta.get("annotations") or {}), RENDERED_ANNOTATION: rendered_hash(desired)}
-    return {**desired, "metadata": meta}
-
-
-def edited_by_hand(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
-    """True when Topogov last wrote exactly this rendering: the difference was made by someone else
-    (False: the policy or the fleet changed what Topogov renders)."""
-    annotations = (current.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(RENDERED_ANNOTATION) == rendered_hash(desired)
-
-
-def corrected(desired: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
-    """The object to PUT: the live metadata (resourceVersion, other labels and annotations) with
-    Topogov's labels, and every rendered top-level field as rendered."""
-    meta = dict(current["metadata"])
-    meta["labels"] = {**(meta.get("labels") or {}), **(desired["metadata"].get("labels") or {})}
-    meta["annotations"] = {**(meta.get("annotations") or {}), RENDERED_ANNOTATION: rendered_hash(desired)}
-    meta.pop("managedFields", None)
-    obj: dict[str, Any] = {"apiVersion": desired["apiVersion"], "kind": desired["kind"], "metadata": meta}
-    for key, value in desired.items():
-        if key not in ("apiVersion", "kind", "metadata"):
-            obj[key] = value
-    return obj
-
-
-def _ref(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
-    """(kind, name, namespace): namespace None for cluster-scoped objects, rendered or live."""
-    meta = obj["metadata"]
-    return obj["kind"], meta["name"], meta.get("namespace")
-
-
-def _cq_namespace(cq: Mapping[str, Any]) -> str | None:
-    spec = cq.get("spec") or {}
-    return ((spec.get("namespaceSelector") or {}).get("matchLabels") or {}).get(NAMESPACE_NAME_LABEL)
-
-
-def _cq_cohort(cq: Mapping[str, Any]) -> str | None:
-    spec = cq.get("spec") or {}
-    return spec.get("cohort") or spec.get("cohortName")
-
-
-def _cq_flavors(cq: Mapping[str, Any]) -> set[str]:
-    groups = (cq.get("spec") or {}).get("resourceGroups") or []
-    return {f.get("name") for g in groups for f in g.get("flavors") or []}
-
-
-def without_flavors(cq: Mapping[str, Any], flavors: set[str]) -> dict[str, Any]:
-    """``cq`` with ``flavors`` taken out of its resource groups (a group left with none goes too:
-    Kueue requires at least one flavor per group)."""
-    spec = dict(cq.get("spec") or {})
-    groups = []
-    for group in spec.get("resourceGroups") or []:
-        kept = [f for f in group.get("flavors") or [] if f.get("name") not in flavors]
-        if kept:
-            groups.append({**group, "flavors": kept})
-    spec["resourceGroups"] = groups
-    return {**cq, "spec": spec}
-
-
-def terminating(obj: Mapping[str, Any] | None) -> bool:
-    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
-
-
-def _levels(topology: Mapping[str, Any] | None) -> list[str]:
-    return [lv.get("nodeLabel") for lv in ((topology or {}).get("spec") or {}).get("levels") or []]
-
-
-def keep_equivalent_topologies(
-    desired: list[dict[str, Any]], live: Mapping[tuple[str, str, str | None], Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    """``desired`` with each owned flavor left in the live Topology it is in when that one has exactly
-    the levels the flavor needs (an upgrade re-creates only flavors whose levels are wrong), and only
-    the Topologies some flavor refers to."""
-    levels = {o["metadata"]["name"]: _levels(o) for o in desired if o["kind"] == "Topology"}
-    kept: dict[str, dict[str, Any]] = {}  # live owned Topologies kept under their old names
-    flavors: list[dict[str, Any]] = []
-    for obj in desired:
-        if obj["kind"] != "ResourceFlavor":
-            continue
-        want = obj["spec"]["topologyName"]
-        current = live.get(("ResourceFlavor", obj["metadata"]["name"], None))
-        have: str | None = ((current or {}).get("spec") or {}).get("topologyName")
-        old = live.get(("Topology", have, None)) if have and have != want else None
-        if (
-            have
-            and old is not None
-            and owned(current)
-            and not terminating(old)
-            and _levels(old) == levels[want]
-        ):
-            obj = {**obj, "spec": {**obj["spec"], "topologyName": have}}
-            if owned(old) and have not in levels:
-                kept[have] = topology_object(have, _levels(old), obj["apiVersion"].split("/")[1])
-        flavors.append(obj)
-    used = {f["spec"]["topologyName"] for f in flavors}
-    topologies = [o for o in desired if o["kind"] == "Topology"] + list(kept.values())
-    out: list[dict[str, Any]] = []
-    for obj in desired:
-        if obj["kind"] == "Topology":
-            continue
-        if obj["kind"] == "ResourceFlavor":
-            out.extend(t for t in topologies if t["metadata"]["name"] in used)
-            out.extend(flavors)
-            topologies = flavors = []
-            continue
-        out.append(obj)
-    return out
-
+from topogov.logic.governor.plan import (
+    _LOG,
+    DRAIN,
+    KINDS,
+    KUEUE_KINDS,
+    OWNED_SELECTOR,
+    WORKLOAD_COUNTS,
+    Action,
+    Change,
+    GovernorSummary,
+    Obj,
+    ObjectsPort,
+    Plan,
+)
 
 # --- the governor ------------------------------------------------------------------------------------
 
@@ -787,34 +434,3 @@ class Governor:
             summary.k8s_writes = counters.writes - writes0
         summary.duration_s = round(self._clock() - started, 4)
         return summary
-
-
-def format_plan(plan: Plan) -> str:
-    """The plan as ``topogov governor plan`` prints it."""
-    lines: list[str] = []
-    if plan.skipped:
-        return f"Nothing to plan: {plan.skipped}\n"
-    shown = ", ".join(f"{f} in {plan.topologies[f]}" if f in plan.topologies else f for f in plan.flavors)
-    lines.append(f"Kueue objects ({plan.api_version}) for {len(plan.flavors)} GPU flavor(s) [{shown}]:")
-    for change in plan.changes:
-        lines.append(f"  {SYMBOL[change.action]} {change.action:<8} {change.object}")
-        for d in change.diff:
-            lines.append(f"        {d}")
-        if change.reason and change.action != Action.CREATE:
-            lines.append(f"        ({change.reason})")
-    if not plan.changes:
-        lines.append("  (no changes)")
-    counts = ", ".join(f"{plan.count(a)} to {a}" for a in WRITES if plan.count(a))
-    extras = [f"{plan.unchanged} unchanged"]
-    if plan.count(Action.KEEP):
-        extras.append(f"{plan.count(Action.KEEP)} kept while draining")
-    if plan.count(Action.UNOWNED):
-        extras.append(f"{plan.count(Action.UNOWNED)} not Topogov's (left alone)")
-    if plan.count(Action.WAIT):
-        extras.append(f"{plan.count(Action.WAIT)} being deleted")
-    if plan.count(Action.BLOCKED):
-        extras.append(f"{plan.count(Action.BLOCKED)} blocked")
-    lines.append(f"Plan: {counts or 'no changes'}; " + ", ".join(extras) + ".")
-    for w in plan.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines) + "\n"
