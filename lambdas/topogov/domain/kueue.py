@@ -72,6 +72,7 @@ from typing import Any, Literal, NamedTuple
 from topogov.domain.labels import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, layer_label
 from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import CPU, GOVERNED, GPU, MEMORY, Resources, amount_of, quantity_json
+from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import NodeCapacity
 
 ApiVersion = Literal["v1beta1", "v1beta2"]
@@ -145,7 +146,7 @@ def flavors_from_nodes(nodes: Iterable[NodeCapacity]) -> list[FlavorInput]:
     return out
 
 
-def flavors_from_snapshot(snapshot: Any) -> list[FlavorInput]:
+def flavors_from_snapshot(snapshot: Snapshot) -> list[FlavorInput]:
     """The GPU flavors of a topology snapshot (:func:`flavors_from_nodes` of its nodes)."""
     return flavors_from_nodes(snapshot.nodes.values())
 

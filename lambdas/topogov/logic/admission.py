@@ -34,6 +34,7 @@ from topogov.domain.placement import (
     required_feasibility,
     resolve_level,
 )
+from topogov.domain.policy import Policy
 from topogov.domain.quantity import Resources, resources_from
 from topogov.domain.submission import (
     Decision,
@@ -57,12 +58,16 @@ class Admission:
     cap: Resources
 
 
-def caller_teams(policy: Any, caller_arn: str) -> list[str]:
+def caller_teams(policy: Policy, caller_arn: str) -> list[str]:
     return list(policy.teams_for_principal(caller_arn))
 
 
 def resolve_team(
-    policy: Any, caller_arn: str, team: str | None, namespace: str | None, namespace_field: str = "namespace"
+    policy: Policy,
+    caller_arn: str,
+    team: str | None,
+    namespace: str | None,
+    namespace_field: str = "namespace",
 ) -> str:
     """The body's team, else the team owning the named namespace, else the caller's only team."""
     from_namespace = False
@@ -118,7 +123,7 @@ def decide(
     request: JobRequest | ManifestRequest,
     *,
     caller_arn: str,
-    policy: Any,
+    policy: Policy,
     index: CapacityIndex | Callable[[], CapacityIndex],
 ) -> Admission:
     """``index`` may be a function giving it: it is asked for only when the job has a topology

@@ -20,6 +20,7 @@ from topogov.domain.errors import (
     Unavailable,
 )
 from topogov.domain.placement import CapacityIndex
+from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse
@@ -65,7 +66,7 @@ def _now() -> str:
 
 @dataclass
 class ApiService:
-    policy: Any
+    policy: Policy
     snapshots: SnapshotSource
     ledger: LedgerPort
     jobs: JobsPort
@@ -214,7 +215,7 @@ class ApiService:
             ) from None
 
     # -- read -------------------------------------------------------------------------------------
-    def _authorize(self, caller: str, team: str) -> Any:
+    def _authorize(self, caller: str, team: str) -> Team:
         if team not in self.policy.teams:
             raise NotFound(f"no team {team!r}", {"team": team})
         if not self.policy.is_admin(caller) and team not in self.policy.teams_for_principal(caller):

@@ -24,13 +24,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from topogov.domain.jobs import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, job_status
+from topogov.domain.policy import Policy
+from topogov.domain.quantity import Resources
 
 STALE_RESERVATION_S = 300
 
 
 class LedgerPort(Protocol):
     def list(self, team: str) -> list[dict[str, Any]]: ...
-    def usage(self, team: str) -> Any: ...
+    def usage(self, team: str) -> Resources: ...
     def release(self, team: str, name: str, reason: str) -> bool: ...
     def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
     def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
@@ -123,7 +125,7 @@ def fall_back(
 
 
 def sync_ledger(
-    policy: Any,
+    policy: Policy,
     ledger: LedgerPort,
     jobs: JobLister,
     *,

@@ -15,7 +15,9 @@ from topogov.domain.kueue import (
     flavors_from_snapshot,
     render,
 )
+from topogov.domain.policy import Policy
 from topogov.domain.quantity import Resources
+from topogov.domain.snapshot import Snapshot
 from topogov.logic.governor.drift import (
     _cq_cohort,
     _cq_flavors,
@@ -45,6 +47,7 @@ from topogov.logic.governor.plan import (
     ObjectsPort,
     Plan,
 )
+from topogov.logic.labeler import Counters
 
 # --- the governor ------------------------------------------------------------------------------------
 
@@ -76,10 +79,10 @@ class Governor:
     def group_version(self) -> str:
         return f"kueue.x-k8s.io/{self.api_version}"
 
-    def desired(self, policy: Any, flavors: list[FlavorInput]) -> list[dict[str, Any]]:
+    def desired(self, policy: Policy, flavors: list[FlavorInput]) -> list[dict[str, Any]]:
         return render(policy, flavors, api_version=self.api_version, cohort=self.cohort)
 
-    def plan(self, policy: Any, snapshot: Any) -> Plan:
+    def plan(self, policy: Policy, snapshot: Snapshot | None) -> Plan:
         """What a pass would change, from reads only."""
         plan = Plan(api_version=self.group_version)
         flavors = flavors_from_snapshot(snapshot) if snapshot is not None else []
@@ -419,7 +422,9 @@ class Governor:
             self.objects.delete(change.api_version, change.kind, change.name, change.namespace)
             self._log.info("deleted", extra={"object": change.object, "reason": change.reason})
 
-    def run(self, policy: Any, snapshot: Any, counters: Any = None) -> GovernorSummary:
+    def run(
+        self, policy: Policy, snapshot: Snapshot | None, counters: Counters | None = None
+    ) -> GovernorSummary:
         started = self._clock()
         reads0, writes0 = (counters.reads, counters.writes) if counters is not None else (0, 0)
         try:
