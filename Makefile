@@ -7,7 +7,7 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 # The stamp changes whenever a pin changes, so `make` reinstalls exactly when needed.
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
-.PHONY: help install kubectl local test unit integration lint bench hardening clean openapi synth
+.PHONY: help install kubectl controlplane local test unit integration lint bench hardening clean openapi synth
 
 help:
 	@echo "make local   - the local stack (EC2 + S3 + Kubernetes emulation, reconciler) and a walkthrough"
@@ -22,7 +22,14 @@ $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.t
 	$(PIP) install --no-deps --no-build-isolation -e . -e cli -e local 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.installed-*; touch $@
 
-install: $(STAMP) kubectl node_modules/.installed
+install: $(STAMP) kubectl node_modules/.installed controlplane
+
+# The local cluster: etcd, Kubernetes v1.35.4 (apiserver, controller manager, scheduler, kubectl),
+# Kueue v0.17.0 and KWOK v0.8.0, built from the Go modules pinned in local/controlplane/ into
+# ~/.cache/topogov (or $$TOPOGOV_CACHE) on first use, again only when a pin changes. Needs Go 1.26.
+controlplane: $(STAMP)
+	@command -v go >/dev/null 2>&1 || { echo "make: the local cluster is built from Go modules: install Go 1.26 (https://go.dev/dl)" >&2; exit 2; }
+	@$(BIN)/python -m topogov_local.cluster.build >/dev/null
 
 # The CDK CLI, pinned in package.json / package-lock.json (`npx cdk synth` works offline).
 node_modules/.installed: package.json package-lock.json

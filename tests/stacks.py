@@ -31,3 +31,48 @@ def labelled_stack(directory: Path, fleet: str, **options: Any) -> Iterator[Any]
         finally:
             os.environ.clear()
             os.environ.update(saved)
+
+
+def wait_until(predicate: Any, what: str, timeout_s: float = 60, every_s: float = 0.2) -> Any:
+    """``predicate()`` once it is truthy (Kueue, the scheduler and KWOK act asynchronously), else an
+    AssertionError naming ``what``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(every_s)
+    raise AssertionError(f"not within {timeout_s:.0f}s: {what} (last: {last!r})")
+
+
+def hold_queue(stack: Any, queue: str, policy: str = "Hold") -> None:
+    """Stop Kueue admitting to ClusterQueue ``queue`` (``stopPolicy``; "None" lets it go again)."""
+    resp = stack.kube().request(
+        "PATCH",
+        f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{queue}",
+        body={"spec": {"stopPolicy": policy}},
+        content_type="application/merge-patch+json",
+    )
+    assert resp.status == 200, resp.body
+
+
+def pods_of(stack: Any, namespace: str, job: str) -> list[dict[str, Any]]:
+    return (
+        stack.kube()
+        .request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods",
+            query={"labelSelector": f"batch.kubernetes.io/job-name={job}"},
+        )
+        .body["items"]
+    )
+
+
+def node_labels(stack: Any) -> dict[str, dict[str, str]]:
+    return {
+        n["metadata"]["name"]: n["metadata"].get("labels") or {}
+        for n in stack.kube().request("GET", "/api/v1/nodes").body["items"]
+    }

@@ -43,6 +43,7 @@ def bench_nodes(n: int, ec2_rate: float, quiet: bool) -> list[dict[str, Any]]:
             directory=Path(tmp),
             fleet=f"p5.48xlarge={n}",
             extra_nodes=False,
+            simulated_nodes=False,  # labels only: KWOK's leases for 10,000 nodes would load 2 cores
             ec2_rate=ec2_rate,
             ec2_burst=1,
             api_port=None,
@@ -347,8 +348,9 @@ def cold_first_request(stack: Any, event: dict[str, Any], nodes: int, runs: int 
 def run_governor(args: argparse.Namespace) -> int:
     """``topogov bench governor``: governor passes (first: every object created; steady: nothing to
     do; drift: one ClusterQueue edited by hand) for the sample policy on fleets of N GPU nodes
-    (90 % p5.48xlarge, 10 % p6-b200.48xlarge), against the local Kubernetes API. Reads and writes
-    are the client's calls; cpu_ms this process's CPU for the pass (render, compare, HTTP)."""
+    (90 % p5.48xlarge, 10 % p6-b200.48xlarge), against a real API server with Kueue (its CRDs,
+    webhooks and conversion judge every write). Reads and writes are the client's calls; cpu_ms this
+    process's CPU for the pass (render, compare, HTTP)."""
     from topogov.adapters.kube import KubeHttp
     from topogov.adapters.kube_auth import kubeconfig_api_client
     from topogov.adapters.kube_objects import KubeObjects, object_path
@@ -357,17 +359,16 @@ def run_governor(args: argparse.Namespace) -> int:
     from topogov.domain.snapshot import Snapshot
     from topogov.domain.tree import NodeCapacity
     from topogov.logic.governor import Governor
-    from topogov_local.kube_api import KubeApiServer, write_kubeconfig
+    from topogov_local.cluster.controlplane import ControlPlane
 
     policy = load_policy_file(str(args.policy))
     rows: list[dict[str, Any]] = []
-    server = KubeApiServer(token="bench").start()
+    server = ControlPlane(Path(tempfile.mkdtemp()), rbac=None).start()
     try:
-        cfg = Path(tempfile.mkdtemp()) / "kubeconfig"
-        write_kubeconfig(cfg, server.url, "bench")
+        cfg = server.kubeconfig("admin")
         for n in args.nodes or [100, 1000, 10000]:
             http = KubeHttp(kubeconfig_api_client(str(cfg)))
-            http.request("POST", "/_emulator/reset")
+            server.reset()
             alloc = {"p5.48xlarge": Resources(8, 32, 191_450, 2002 * 2**30)}
             alloc["p6-b200.48xlarge"] = Resources(8, 8, 191_450, 2002 * 2**30)
             nodes = [

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
+from topogov_local.cluster.manifests import KWOK_NODE_ANNOTATION
 
 REGION = "us-east-1"
 DEFAULT_AZ = "us-east-1a"
@@ -104,7 +105,9 @@ def node_name(instance: dict[str, Any]) -> str:
     return f"{instance['InstanceId']}.ec2.internal"
 
 
-def node_object(instance: dict[str, Any]) -> dict[str, Any]:
+def node_object(instance: dict[str, Any], *, simulated: bool = True) -> dict[str, Any]:
+    """The Node kubelet registers for ``instance``; ``simulated``: KWOK keeps it Ready and runs its
+    pods (without: a Node object only, for label benchmarks at sizes KWOK's heartbeats would load)."""
     itype = instance["InstanceType"]
     az = instance["Placement"]["AvailabilityZone"]
     name = node_name(instance)
@@ -114,6 +117,7 @@ def node_object(instance: dict[str, Any]) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {
             "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"} if simulated else {},
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
@@ -128,9 +132,8 @@ def node_object(instance: dict[str, Any]) -> dict[str, Any]:
         "status": {
             "capacity": {**alloc, "pods": "110"},
             "allocatable": {**alloc, "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
             "nodeInfo": {
-                "kubeletVersion": "v1.32.0-eks",
+                "kubeletVersion": "v1.35.4-eks",
                 "architecture": "amd64",
                 "operatingSystem": "linux",
             },
@@ -139,16 +142,21 @@ def node_object(instance: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def register_nodes(kube: KubeHttp, instances: Sequence[dict[str, Any]]) -> list[str]:
-    """Create one Node per instance (what kubelet does when an instance joins)."""
-    names = []
-    for instance in instances:
-        obj = node_object(instance)
+def register_nodes(
+    kube: KubeHttp, instances: Sequence[dict[str, Any]], *, simulated: bool = True
+) -> list[str]:
+    """Create one Node per instance (what kubelet does when an instance joins), eight at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def register(instance: dict[str, Any]) -> str:
+        obj = node_object(instance, simulated=simulated)
         resp = kube.request("POST", "/api/v1/nodes", body=obj)
         if resp.status not in (200, 201):
             raise RuntimeError(f"register node {obj['metadata']['name']}: HTTP {resp.status} {resp.body}")
-        names.append(obj["metadata"]["name"])
-    return names
+        return str(obj["metadata"]["name"])
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(register, instances))
 
 
 def extra_node(name: str, provider_id: str | None, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -156,12 +164,16 @@ def extra_node(name: str, provider_id: str | None, labels: dict[str, str] | None
     obj: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+            "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+        },
         "spec": {},
         "status": {
+            "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"},
             "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "nodeInfo": {"kubeletVersion": "v1.32.0-eks"},
+            "nodeInfo": {"kubeletVersion": "v1.35.4-eks"},
         },
     }
     if provider_id:

@@ -63,7 +63,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class ManagedProcess:
-    """A child process that prints its URL when ready and stops on SIGTERM."""
+    """A child process that is ready when it prints its URL (our own emulators), or, given ``ready``,
+    when that probe answers True (upstream programs: a health endpoint), and stops on SIGTERM."""
 
     def __init__(
         self,
@@ -72,12 +73,16 @@ class ManagedProcess:
         *,
         env: Mapping[str, str] | None = None,
         log_path: str | os.PathLike[str] | None = None,
+        ready: Callable[[], bool] | None = None,
+        url: str | None = None,
     ) -> None:
         self.name = name
         self.argv = list(argv)
         self.env = {**os.environ, **(env or {})}
         self.log_path = log_path
         self.proc: subprocess.Popen[str] | None = None
+        self.ready = ready
+        self.known_url = url
         self.url: str | None = None
 
     def start(self, timeout_s: float = 60.0) -> str:
@@ -108,6 +113,26 @@ class ManagedProcess:
         threading.Thread(target=pump, name=f"{self.name}-output", daemon=True).start()
         deadline = time.monotonic() + timeout_s
         seen: list[str] = []
+        if self.ready is not None:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                if self.ready():
+                    self.url = self.known_url
+                    return self.url or ""
+                time.sleep(0.05)
+            while True:  # what it said before it died (or while it was not getting ready)
+                try:
+                    line = lines.get_nowait()
+                except queue.Empty:
+                    break
+                if line is not None:
+                    seen.append(line)
+            self.stop()
+            tail = "".join(seen[-30:])
+            raise RuntimeError(
+                f"{self.name} did not become ready in {timeout_s:.0f}s: {' '.join(self.argv)}\n{tail}"
+            )
         while time.monotonic() < deadline:
             try:
                 line = lines.get(timeout=0.2)

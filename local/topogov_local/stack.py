@@ -1,7 +1,12 @@
-"""The local stack: AWS (moto server + DescribeInstanceTopology emulation) and a Kubernetes API, each
-a subprocess speaking real HTTP, seeded with a GPU fleet, and the files the README promises in
-``.topogov/local/``: ``endpoints.json`` (written last: its presence means ready), ``kubeconfig``,
-``aws-credentials``."""
+"""The local stack: AWS (moto server + DescribeInstanceTopology emulation) and a real Kubernetes
+control plane with the real Kueue (:mod:`topogov_local.cluster`), each a subprocess speaking real
+HTTP, seeded with a GPU fleet of KWOK nodes, and the files the README promises in
+``.topogov/local/``: ``endpoints.json`` (written last: its presence means ready), ``kubeconfig``
+(cluster admin, for kubectl), ``aws-credentials``.
+
+The labeler and the governor run as ``topogov:reconciler`` and the API as ``topogov:api``, under the
+RBAC and admission policy of ``deploy/rbac.yaml``, as on EKS (``reconciler_kubeconfig``,
+``api_kubeconfig``)."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from typing import Any
 from topogov.adapters.kube import KubeHttp
 from topogov.adapters.kube_auth import kubeconfig_api_client
 from topogov_local import fleet as fleetmod
+from topogov_local.cluster.controlplane import ControlPlane
 from topogov_local.processes import ManagedProcess, environ, free_port, python_module
 
 SNAPSHOT_BUCKET = "topogov-local-snapshot"
@@ -33,6 +39,7 @@ class StackOptions:
     directory: Path = field(default_factory=lambda: Path(".topogov/local"))
     fleet: str = fleetmod.DEFAULT_FLEET
     extra_nodes: bool = True  # Fargate, hybrid, HyperPod-managed, no provider id, malformed provider id
+    simulated_nodes: bool = True  # KWOK keeps the nodes Ready and runs their pods (off: Node objects only)
     ec2_rate: float = 1.0  # the emulated DescribeInstanceTopology bucket (EC2's is 1/s)
     ec2_burst: int = 1
     aws_port: int = 0
@@ -46,9 +53,8 @@ class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
         self.dir = Path(self.options.directory).resolve()
-        self.kube_token = secrets.token_urlsafe(24)
         self.aws: ManagedProcess | None = None
-        self.kube_proc: ManagedProcess | None = None
+        self.cluster: ControlPlane | None = None
         self.instances: list[dict[str, Any]] = []
         self._kube_http: KubeHttp | None = None
         self.api: Any = None  # the LocalApiGateway, when serving
@@ -56,7 +62,18 @@ class LocalStack:
     # -- paths --------------------------------------------------------------------------------
     @property
     def kubeconfig(self) -> Path:
+        """Cluster admin (kubectl, tests), through the fault proxy."""
         return self.dir / "kubeconfig"
+
+    @property
+    def reconciler_kubeconfig(self) -> Path:
+        assert self.cluster is not None
+        return self.cluster.kubeconfig("reconciler")
+
+    @property
+    def api_kubeconfig(self) -> Path:
+        assert self.cluster is not None
+        return self.cluster.kubeconfig("api")
 
     @property
     def credentials(self) -> Path:
@@ -71,7 +88,6 @@ class LocalStack:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.endpoints_file.unlink(missing_ok=True)
         aws_port = self.options.aws_port or free_port()
-        kube_port = self.options.kube_port or free_port()
         self.aws = ManagedProcess(
             "aws",
             python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(aws_port)),
@@ -83,20 +99,12 @@ class LocalStack:
             },
             log_path=self.dir / "aws.log",
         )
-        self.kube_proc = ManagedProcess(
-            "kubernetes",
-            python_module(
-                "topogov_local.kube_api",
-                "--host", "127.0.0.1",
-                "--port", str(kube_port),
-                f"--token={self.kube_token}",  # "=": a token may start with "-"
-                "--kubeconfig", str(self.kubeconfig),
-            ),
-            log_path=self.dir / "kubernetes.log",
-        )  # fmt: skip
+        self.cluster = ControlPlane(self.dir / "cluster")
         try:
             self.aws.start()
-            self.kube_proc.start()
+            self.cluster.start()
+            self.kubeconfig.write_text(self.cluster.kubeconfig("admin").read_text())
+            self.kubeconfig.chmod(0o600)
             self._write_credentials()
             if seed:
                 self.seed()
@@ -113,9 +121,10 @@ class LocalStack:
         if self.api is not None:
             self.api.stop()
             self.api = None
-        for proc in (self.kube_proc, self.aws):
-            if proc is not None:
-                proc.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
+        if self.aws is not None:
+            self.aws.stop()
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -131,8 +140,8 @@ class LocalStack:
 
     @property
     def kube_url(self) -> str:
-        assert self.kube_proc is not None and self.kube_proc.url
-        return self.kube_proc.url
+        assert self.cluster is not None
+        return self.cluster.url
 
     def env(self) -> dict[str, str]:
         """Environment for the reconcile handler (and any boto3 client) against this stack."""
@@ -143,7 +152,7 @@ class LocalStack:
             "AWS_SESSION_TOKEN": "",
             "AWS_REGION": self.options.region,
             "AWS_DEFAULT_REGION": self.options.region,
-            "TOPOGOV_KUBECONFIG": str(self.kubeconfig),
+            "TOPOGOV_KUBECONFIG": str(self.reconciler_kubeconfig),
             "TOPOGOV_SNAPSHOT_BUCKET": SNAPSHOT_BUCKET,
             "TOPOGOV_EC2_RATE_PER_S": str(self.options.ec2_rate),
             "TOPOGOV_POLICY_FILE": str(self.options.policy_file),
@@ -155,6 +164,10 @@ class LocalStack:
             "POWERTOOLS_METRICS_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": "WARNING",
         }
+
+    def api_env(self) -> dict[str, str]:
+        """Environment for the api handler against this stack: the API's own identity (topogov:api)."""
+        return {**self.env(), "TOPOGOV_KUBECONFIG": str(self.api_kubeconfig)}
 
     def session(self) -> Any:
         import boto3
@@ -180,8 +193,6 @@ class LocalStack:
 
         self.client("s3").create_bucket(Bucket=SNAPSHOT_BUCKET)
         create_tables(self.client("dynamodb"), LEDGER_TABLE, COUNTERS_TABLE, IDEMPOTENCY_TABLE)
-        if self.options.api_port is not None:
-            self.create_team_namespaces()
         self.add_instances(fleetmod.parse_fleet(self.options.fleet))
         if self.options.extra_nodes:
             kube = self.kube()
@@ -201,18 +212,6 @@ class LocalStack:
             ):
                 kube.request("POST", "/api/v1/nodes", body=obj)
 
-    def create_team_namespaces(self) -> None:
-        """The team namespaces (the governor's job on a real cluster)."""
-        from topogov.domain.policy import load_policy_file
-
-        policy = load_policy_file(self.options.policy_file)
-        for team in policy.teams.values():
-            self.kube().request(
-                "POST",
-                "/api/v1/namespaces",
-                body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team.namespace}},
-            )
-
     def start_api(self) -> None:
         """The REST API behind a local API Gateway that checks SigV4 like IAM auth does."""
         from topogov.bootstrap import build_api_service
@@ -221,7 +220,7 @@ class LocalStack:
         from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
         from topogov_local.lambda_context import LocalContext
 
-        env = self.env()
+        env = self.api_env()
         with environ(env):  # boto3 reads AWS_ENDPOINT_URL from the environment
             api.set_service(build_api_service(ApiSettings.from_env(env)))
         callers = callers_from_credentials_file(str(self.credentials), account_id=LOCAL_ACCOUNT)
@@ -240,7 +239,7 @@ class LocalStack:
         launched = fleetmod.launch(self.client("ec2"), groups)
         self.instances.extend(launched)
         if register:
-            fleetmod.register_nodes(self.kube(), launched)
+            fleetmod.register_nodes(self.kube(), launched, simulated=self.options.simulated_nodes)
         return launched
 
     # -- files --------------------------------------------------------------------------------

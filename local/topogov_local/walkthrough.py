@@ -229,11 +229,20 @@ def fallback_walkthrough(stack: Any, post: Any, show: Any) -> None:
         "replica_count": 8,
         "topology": {"mode": "required", "level": "layer-2", "fallbackAfter": "3s"},
     }
+    say("team-a's ClusterQueue is stopped for the demo (stopPolicy: Hold), so Kueue admits nothing of it:")
+    kubectl(stack, "patch", "clusterqueue", "hyperpod-ns-team-a-clusterqueue", "--type", "merge", "-p",
+            '{"spec":{"stopPolicy":"Hold"}}')  # fmt: skip
     show(post("topogov-team-a", body))
-    say("(Kueue is not emulated, so nothing admits it.) 4 s later, the scheduled pass:")
+    say("4 s later, the scheduled pass (its governor held back, or it would set the queue going first):")
     time.sleep(4)
-    ledger = invoke(events.scheduled_event())["ledger"]
+    os.environ["TOPOGOV_GOVERNOR"] = "false"
+    try:
+        ledger = invoke(events.scheduled_event())["ledger"]
+    finally:
+        del os.environ["TOPOGOV_GOVERNOR"]
     say(f"  -> fallbacks this pass: {ledger['fallbacks']}")
+    say("The next pass's governor sets the queue going again; Kueue admits the relaxed job:")
+    invoke(events.scheduled_event())
     creds = credentials_for_profile("topogov-team-a", str(stack.credentials))
     view = signed_request(
         "GET", f"{stack.api.url}/v1/jobs/team-a/wide-l2", credentials=creds, region="us-east-1"

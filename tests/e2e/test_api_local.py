@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import copy
 import json
 import shutil
 import subprocess
 
 import pytest
 
-from tests.stacks import labelled_stack
+from tests.stacks import hold_queue, labelled_stack, node_labels, pods_of, wait_until
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
 from topogov_local import events
 from topogov_local.aws_example import AWS_EXAMPLE
@@ -54,13 +55,30 @@ def test_aws_example_job_is_accepted_as_is(stack):
         stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/test-tas-job").body
     )
     template = created["spec"]["template"]
-    assert created["spec"]["suspend"] is True and created["spec"]["parallelism"] == 10
+    assert body["job"]["spec"]["suspend"] is True and created["spec"]["parallelism"] == 10
     assert template["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == (
         "topology.k8s.aws/network-node-layer-3"
     )
     assert template["spec"]["containers"][0]["image"] == "public.ecr.aws/docker/library/alpine:latest"
-    record = call(stack, "GET", "/v1/jobs/team-a/test-tas-job").json()
-    assert record["status"] == "Pending" and record["why_pending"]
+    # Kueue admits it, its 10 pods land on nodes of one layer-3 domain and run (AWS's verification
+    # step: kubectl get pods -o wide)
+    record = wait_until(
+        lambda: (r := call(stack, "GET", "/v1/jobs/team-a/test-tas-job").json())["status"] == "Running" and r,
+        "test-tas-job runs",
+    )
+    assert record["why_pending"] is None
+    pods = wait_until(
+        lambda: (
+            (p := pods_of(stack, "hyperpod-ns-team-a", "test-tas-job"))
+            and len(p) == 10
+            and all(x["status"].get("phase") == "Running" for x in p)
+            and p
+        ),
+        "its 10 pods run",
+    )
+    labels = node_labels(stack)
+    domains = {labels[p["spec"]["nodeName"]]["topology.k8s.aws/network-node-layer-3"] for p in pods}
+    assert len(domains) == 1, domains
 
 
 def test_high_level_required_layer3_that_fits(stack):
@@ -182,12 +200,17 @@ def test_dry_run_explains_and_creates_nothing(stack):
     ],
 )
 def test_bad_input_is_a_400_naming_the_field_and_creates_nothing(stack, body, field):
-    before = stack.kube().request("GET", "/apis/batch/v1/jobs").body["items"]
+    def jobs():  # their names: Kueue and the job controller keep writing their status
+        return sorted(
+            j["metadata"]["name"] for j in stack.kube().request("GET", "/apis/batch/v1/jobs").body["items"]
+        )
+
+    before = jobs()
     resp = call(stack, "POST", "/v1/jobs", body=body)
     assert resp.status_code in (400, 403), resp.text
     err = resp.json()["error"]
     assert field in json.dumps(err)
-    assert stack.kube().request("GET", "/apis/batch/v1/jobs").body["items"] == before
+    assert jobs() == before
 
 
 def test_malformed_json_and_oversized_bodies(stack):
@@ -315,19 +338,26 @@ def test_the_reconcile_pass_releases_finished_and_vanished_jobs_once_and_reports
     from topogov.handlers.reconcile import handler
 
     kube = stack.kube()
-    for name in ("done-job", "gone-job"):
-        assert call(stack, "POST", "/v1/jobs", body=job(name, replica_count=1)).status_code == 201
+    # (the local cluster runs a pod as long as the `sleep` of its command; KWOK then completes it)
+    assert (
+        call(
+            stack, "POST", "/v1/jobs", body=job("done-job", replica_count=1, command=["sleep", "1s"])
+        ).status_code
+        == 201
+    )
+    assert call(stack, "POST", "/v1/jobs", body=job("gone-job", replica_count=1)).status_code == 201
     used = call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"]
-    # Given one job completed (its status, as the Job controller sets it) and one deleted by hand
-    kube.request(
-        "PATCH",
-        "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/done-job/status",
-        body={"status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}},
-        content_type="application/merge-patch+json",
+    # Given one job completed (Kueue admitted it, its pod ran and succeeded, the Job controller says
+    # Complete) and one deleted by hand
+    wait_until(
+        lambda: call(stack, "GET", "/v1/jobs/team-a/done-job").json()["status"] == "Succeeded",
+        "done-job succeeds",
     )
     kube.request("DELETE", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/gone-job")
     # and a job created in the team's namespace outside the API
-    stray = {**AWS_EXAMPLE, "metadata": {**AWS_EXAMPLE["metadata"], "name": "stray-job", "labels": {}}}
+    stray = copy.deepcopy(AWS_EXAMPLE)
+    stray["metadata"] = {**AWS_EXAMPLE["metadata"], "name": "stray-job", "labels": {}}
+    stray["spec"]["template"]["metadata"]["labels"] = {}
     kube.request("POST", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs", body=stray)
     # When two reconcile passes run
     first = handler(events.scheduled_event(), LocalContext())["ledger"]
@@ -377,84 +407,92 @@ def test_identity_never_comes_from_a_header_or_the_body(stack):
     assert resp.status_code == 400 and "caller" in resp.json()["error"]["message"]
 
 
-def test_status_follows_the_kueue_workload(stack):
-    kube = stack.kube()
-    assert call(stack, "POST", "/v1/jobs", body=job("wl-job", replica_count=1)).status_code == 201
-    uid = kube.request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/wl-job").body["metadata"][
-        "uid"
-    ]
-    workload = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "Workload",
-        "metadata": {
-            "name": "job-wl-job",
-            "namespace": "hyperpod-ns-team-a",
-            "labels": {"kueue.x-k8s.io/job-uid": uid},
-        },
-        "spec": {"queueName": "hyperpod-ns-team-a-localqueue", "podSets": []},
-    }
-    kube.request(
-        "POST", "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads", body=workload
+def test_status_follows_kueue_from_pending_to_succeeded(stack):
+    """The job's status is Kueue's and the Job's: Pending with Kueue's own message while its
+    ClusterQueue admits nothing (stopPolicy Hold), then Admitted/Running, Succeeded after its run
+    time; the team view counts what Kueue admitted from the Workloads."""
+    queue = "hyperpod-ns-team-b-clusterqueue"
+    hold_queue(stack, queue)
+    try:
+        body = job("wl-job", replica_count=2, command=["sleep", "6s"])
+        assert call(stack, "POST", "/v1/jobs", profile="topogov-team-b", body=body).status_code == 201
+        view = wait_until(
+            lambda: (
+                (v := call(stack, "GET", "/v1/jobs/team-b/wl-job", profile="topogov-team-b").json())[
+                    "why_pending"
+                ]
+                and v
+            ),
+            "Kueue says why it waits",
+        )
+        assert (
+            view["status"] == "Pending" and view["why_pending"] == f"ClusterQueue {queue} is inactive"
+        )  # Kueue's words
+        assert (
+            call(stack, "GET", "/v1/teams/team-b", profile="topogov-team-b").json()["admitted"][
+                "nvidia.com/gpu"
+            ]
+            == 0
+        )
+    finally:
+        hold_queue(stack, queue, "None")
+    running = wait_until(
+        lambda: (
+            call(stack, "GET", "/v1/jobs/team-b/wl-job", profile="topogov-team-b").json()["status"]
+            in ("Admitted", "Running")
+        ),
+        "Kueue admits it",
     )
-    path = "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads/job-wl-job/status"
-    waiting = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
-               "message": "couldn't assign flavors to pod set main: insufficient unused quota"}  # fmt: skip
-    kube.request(
-        "PATCH", path, body={"status": {"conditions": [waiting]}}, content_type="application/merge-patch+json"
+    assert running
+    admitted = call(stack, "GET", "/v1/teams/team-b", profile="topogov-team-b").json()["admitted"]
+    assert admitted["nvidia.com/gpu"] == 16  # 2 pods x 8 GPUs, from the admitted Workload
+    wait_until(
+        lambda: (
+            call(stack, "GET", "/v1/jobs/team-b/wl-job", profile="topogov-team-b").json()["status"]
+            == "Succeeded"
+        ),
+        "it succeeds after its 6 s",
     )
-    view = call(stack, "GET", "/v1/jobs/team-a/wl-job").json()
-    assert view["status"] == "Pending" and "insufficient unused quota" in view["why_pending"]
-    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted"}
-    kube.request(
-        "PATCH",
-        path,
-        body={"status": {"conditions": [admitted]}},
-        content_type="application/merge-patch+json",
-    )
-    assert call(stack, "GET", "/v1/jobs/team-a/wl-job").json()["status"] == "Admitted"
-    # and the team view counts what Kueue admitted (the Workload's pod sets)
-    pod_set = {"name": "main", "count": 2, "template": {"spec": {"containers": [
-        {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}  # fmt: skip
-    kube.request(
-        "PATCH",
-        "/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads/job-wl-job",
-        body={"spec": {"podSets": [pod_set]}},
-        content_type="application/merge-patch+json",
-    )
-    assert call(stack, "GET", "/v1/teams/team-a").json()["admitted"]["nvidia.com/gpu"] == 16
 
 
 def _annotations(stack, name):
+    """The topology annotations of a Job's pod template (Kueue adds its own, e.g. the Workload's name)."""
     job = stack.kube().request("GET", f"/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/{name}").body
-    return job["spec"]["template"]["metadata"]["annotations"]
+    return {k: v for k, v in job["spec"]["template"]["metadata"]["annotations"].items() if "topology" in k}
 
 
-def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_once(stack):
+def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_once(stack, monkeypatch):
     import time
 
     from topogov.handlers.reconcile import handler
 
     required = {"mode": "required", "level": "layer-3", "fallbackAfter": "1s"}
-    for name, topology in (
-        ("fb-waits", required),
-        ("fb-admitted", required),
-        ("fb-no-deadline", {"mode": "required", "level": "layer-3"}),
-    ):
-        resp = call(stack, "POST", "/v1/jobs", body=job(name, replica_count=1, topology=topology))
-        assert resp.status_code == 201, resp.text
-    level = "topology.k8s.aws/network-node-layer-3"
-    # Given one of them admitted by Kueue (which unsuspends the Job) before its deadline
-    stack.kube().request(
-        "PATCH",
-        "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/fb-admitted",
-        body={"spec": {"suspend": False}},
-        content_type="application/merge-patch+json",
+    # Given one job Kueue admits before its deadline
+    resp = call(stack, "POST", "/v1/jobs", body=job("fb-admitted", replica_count=1, topology=required))
+    assert resp.status_code == 201, resp.text
+    wait_until(
+        lambda: call(stack, "GET", "/v1/jobs/team-a/fb-admitted").json()["status"] in ("Admitted", "Running"),
+        "admitted",
     )
-    # (before the deadline nothing happens: tests/unit/test_governor_drift.py, without a clock race)
-    time.sleep(2.1)  # the deadline (1 s, at the ledger's one-second resolution) passes
-    # When the next passes run
-    first = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
-    second = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+    # and two Kueue cannot admit (team-a's queue stopped; the governor is off for these passes, or it
+    # would set the queue going again)
+    monkeypatch.setenv("TOPOGOV_GOVERNOR", "false")
+    hold_queue(stack, "hyperpod-ns-team-a-clusterqueue")
+    try:
+        for name, topology in (
+            ("fb-waits", required),
+            ("fb-no-deadline", {"mode": "required", "level": "layer-3"}),
+        ):
+            resp = call(stack, "POST", "/v1/jobs", body=job(name, replica_count=1, topology=topology))
+            assert resp.status_code == 201, resp.text
+        level = "topology.k8s.aws/network-node-layer-3"
+        # (before the deadline nothing happens: tests/unit/test_governor_drift.py, without a clock race)
+        time.sleep(2.1)  # the deadline (1 s, at the ledger's one-second resolution) passes
+        # When the next passes run
+        first = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+        second = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+    finally:
+        hold_queue(stack, "hyperpod-ns-team-a-clusterqueue", "None")
     # Then the pending job, and only it, was switched to preferred at the same level, once
     assert "team-a/fb-waits" in first and "team-a/fb-admitted" not in first
     assert "team-a/fb-no-deadline" not in first and second == []
@@ -468,6 +506,11 @@ def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_onc
     assert "not admitted 1s after submission" in fallback["reason"]
     assert fallback["at"] >= fallback["deadline"] >= view["submitted_at"]
     assert [e["what"] for e in view["events"]] == ["submitted", "topology-fallback"]
+    # and, the queue going again, Kueue admits the relaxed job
+    wait_until(
+        lambda: call(stack, "GET", "/v1/jobs/team-a/fb-waits").json()["status"] in ("Admitted", "Running"),
+        "fb-waits starts",
+    )
     assert call(stack, "GET", "/v1/jobs/team-a/fb-admitted").json()["fallback"] is None
     listed = {j["name"]: j for j in call(stack, "GET", "/v1/jobs?team=team-a").json()["jobs"]}
     assert (

@@ -53,9 +53,10 @@ def test_topology_mermaid_and_json_from_one_list(stack, capsys):
 
 def test_topology_against_an_unreachable_cluster_exits_3(tmp_path, capsys):
     cfg = tmp_path / "kubeconfig"
-    from topogov_local.kube_api import write_kubeconfig
+    from topogov_local.cluster.controlplane import write_kubeconfig
 
-    write_kubeconfig(cfg, "http://127.0.0.1:9", "x")
+    (tmp_path / "ca.crt").write_text("")
+    write_kubeconfig(cfg, "https://127.0.0.1:9", tmp_path / "ca.crt", token="x")
     assert main(["topology", "--kubeconfig", str(cfg)]) == 3
     assert "cannot read nodes" in capsys.readouterr().err
 
@@ -99,7 +100,9 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert "flowchart TD" in text and "Layer 4:" in text
     # the governor: objects created by the first pass, kubectl lists them, a hand edit is planned and
     # corrected, and one required job falls back to preferred
-    assert "governor (kueue.x-k8s.io/v1beta1): 14 created" in text
+    assert (
+        "governor (kueue.x-k8s.io/v1beta1): 14 created" in text and "3 unchanged" in text
+    )  # namespaces: rbac.yaml
     assert "clusterqueue.kueue.x-k8s.io/hyperpod-ns-team-a-clusterqueue" in text
     assert "resourceflavor.kueue.x-k8s.io/p6-b200.48xlarge" in text and "topogov-4-layers" in text
     assert 'spec.stopPolicy: "Hold" -> "None"' in text and "(edited by hand)" in text
@@ -135,8 +138,8 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
     assert text.startswith("Kueue objects (kueue.x-k8s.io/v1beta1) for 2 GPU flavor(s)")
     assert "  + create   ClusterQueue hyperpod-ns-team-a-clusterqueue" in text
     assert "  + create   LocalQueue hyperpod-ns-team-c/hyperpod-ns-team-c-localqueue" in text
-    assert "  + create   Namespace hyperpod-ns-team-a" in text
-    assert "Plan: 17 to create; 0 unchanged." in text
+    assert "Namespace" not in text  # deploy/rbac.yaml declares the team namespaces: they are there
+    assert "Plan: 14 to create; 3 unchanged." in text
     after = kube.request("GET", "/_emulator/requests").body
     assert {k: v for k, v in after.items() if not k.startswith("GET")} == {
         k: v for k, v in before.items() if not k.startswith("GET")
@@ -144,10 +147,10 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
 
     assert _governor(stack, "plan", "--json", "--kueue-api-version", "v1beta2") == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["api_version"] == "kueue.x-k8s.io/v1beta2" and doc["counts"]["create"] == 17
+    assert doc["api_version"] == "kueue.x-k8s.io/v1beta2" and doc["counts"]["create"] == 14
 
     assert _governor(stack, "apply") == 0
-    assert "applied 17 change(s); 0 failed" in capsys.readouterr().out
+    assert "applied 14 change(s); 0 failed" in capsys.readouterr().out
     assert _governor(stack, "plan") == 0
     assert "Plan: no changes; 17 unchanged." in capsys.readouterr().out
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stacks import labelled_stack
+from tests.stacks import hold_queue, labelled_stack, wait_until
 from topogov_cli.main import main
 from topogov_local.aws_example import AWS_EXAMPLE
 
@@ -134,7 +134,7 @@ def test_submit_a_high_level_job_that_fits_prints_the_decision(stack, home):
     assert re.search(r"^domain now\s+nn-\w+$", text, re.M)
     assert re.search(r"^nvidia.com/gpu\s+32\s+256\s+64\s+\d+ -> \d+\s+640$", text, re.M)
     job = stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/cli-fits").body
-    assert job["spec"]["parallelism"] == 4 and job["spec"]["suspend"] is True
+    assert job["spec"]["parallelism"] == 4  # (created suspended; Kueue unsuspends it once admitted)
 
 
 def test_flags_become_the_api_request_with_numbers_as_numbers(stack, home):
@@ -474,6 +474,14 @@ def test_the_endpoint_and_region_from_a_config_file(stack, home, tmp_path):
 
 # -- jobs, job, cancel, teams ------------------------------------------------------------------------------
 def test_list_show_and_cancel_a_job(stack, home):
+    hold_queue(stack, "hyperpod-ns-team-a-clusterqueue")
+    try:
+        _list_show_and_cancel(stack, home)
+    finally:
+        hold_queue(stack, "hyperpod-ns-team-a-clusterqueue", "None")
+
+
+def _list_show_and_cancel(stack, home):
     # Given a submitted job
     ok(
         run(
@@ -494,10 +502,14 @@ def test_list_show_and_cancel_a_job(stack, home):
         j["name"] == "cli-flow"
         for j in json.loads(ok(run(stack, "jobs", "--output", "json", home=home)))["jobs"]
     )
-    # and `job` shows it pending, why, and the placement decision (the team is the caller's only one)
-    shown = ok(run(stack, "job", "cli-flow", home=home))
+    # and `job` shows it pending, Kueue's reason, and the placement decision (the team is the caller's
+    # only one; its queue is stopped for this test, so Kueue admits nothing)
+    shown = wait_until(
+        lambda: (t := ok(run(stack, "job", "cli-flow", home=home))) and "why pending" in t and t,
+        "Kueue's reason",
+    )
     assert re.search(r"^status\s+Pending$", shown, re.M)
-    assert re.search(r"^why pending\s+waiting for Kueue to create a Workload for the Job$", shown, re.M)
+    assert re.search(r"^why pending\s+ClusterQueue hyperpod-ns-team-a-clusterqueue is inactive$", shown, re.M)
     assert re.search(r"^charge\s+in-flight charge held", shown, re.M)
     assert re.search(r"^topology\s+preferred layer-3$", shown, re.M)
     assert "events" in shown and "submitted" in shown
@@ -522,7 +534,7 @@ def test_another_teams_job_is_refused_and_an_admin_names_the_team(stack, home):
     view = json.loads(
         ok(run(stack, "job", "cli-owned", "--output", "json", profile="topogov-admin", home=home))
     )
-    assert view["team"] == "team-a" and view["status"] == "Pending"
+    assert view["team"] == "team-a" and view["status"] in ("Pending", "Admitted", "Running")
 
 
 def test_teams_shows_bars(stack, home):
@@ -539,7 +551,8 @@ def test_teams_shows_bars(stack, home):
     )
     assert gpu, text
     bar, in_flight = gpu.groups()
-    assert ("-" in bar) == (int(in_flight) > 0) and bar.endswith(":")
+    # in flight: admitted by Kueue (#) or queued (-)
+    assert ("#" in bar or "-" in bar) == (int(in_flight) > 0) and bar.endswith(":")
     assert re.search(
         r"^  memory\s+\[[#\-.:>]{30}\] in flight [\d.]+\w* / quota 60Ti \(\+15Ti borrow\)", text, re.M
     )

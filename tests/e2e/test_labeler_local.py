@@ -210,3 +210,36 @@ def test_10_the_snapshot_has_the_tree_and_capacity(stack):
     placed = [n for n in doc["nodes"] if n["path"]]
     assert gpus == 8 * len(placed)
     assert "hybrid-node-1" in doc["tree"]["unplaced"]
+
+
+def test_the_labeler_runs_under_its_rbac_and_admission_policy_and_the_real_server_enforces_them(stack):
+    """deploy/rbac.yaml, applied to the local cluster as on EKS: the reconciler's identity may patch a
+    node's topology labels (the pass does), but the ValidatingAdmissionPolicy refuses any other label
+    and RBAC any Job it has no verb for; the API's identity may not touch nodes at all."""
+    from topogov.adapters.kube import KubeHttp
+    from topogov.adapters.kube_auth import kubeconfig_api_client
+
+    reconciler = KubeHttp(kubeconfig_api_client(str(stack.reconciler_kubeconfig)), max_attempts=1)
+    api = KubeHttp(kubeconfig_api_client(str(stack.api_kubeconfig)), max_attempts=1)
+    name = next(n for n in nodes(stack) if n.startswith("i-"))
+    merge = "application/merge-patch+json"
+    ok = reconciler.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        body={"metadata": {"labels": {layer_label(3): "nn-own"}}},
+        content_type=merge,
+    )
+    assert ok.status == 200
+    refused = reconciler.request(
+        "PATCH", f"/api/v1/nodes/{name}", body={"metadata": {"labels": {"team": "mine"}}}, content_type=merge
+    )
+    assert refused.status == 403 and "topogov-reconciler-node-topology-labels-only" in refused.body["message"]
+    assert "team" in refused.body["message"]
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "not-mine"}, "spec": {}}
+    created = reconciler.request("POST", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs", body=job)
+    assert created.status == 403 and 'cannot create resource "jobs"' in created.body["message"]
+    assert api.request("GET", "/api/v1/nodes").status == 403
+    assert api.request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs").status == 200
+    assert api.request("GET", "/apis/batch/v1/namespaces/default/jobs").status == 403
+    full_pass()  # the pass puts the label back to EC2's answer
+    assert_converged(stack)

@@ -20,6 +20,7 @@ NS = "hyperpod-ns-team-a"
 def manifest(name: str, **changes) -> dict:
     m = copy.deepcopy(AWS_EXAMPLE)
     m["metadata"]["name"] = name
+    m["spec"]["template"]["metadata"]["labels"]["job-name"] = name  # the API server checks it is the Job's
     for path, value in changes.items():
         target = m
         keys = path.split("__")
@@ -184,5 +185,5 @@ def test_a_manifest_without_the_queue_label_is_put_in_the_teams_queue(stack, rep
     job = stack.kube().request("GET", f"/apis/batch/v1/namespaces/{NS}/jobs/esc-no-queue").body
     labels = job["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "hyperpod-ns-team-a-localqueue"
-    assert job["spec"]["suspend"] is True
+    assert resp.json()["job"]["spec"]["suspend"] is True  # created suspended (Kueue unsuspends it)
     report.add("escape", attempts=1, refused=1)  # not refused, but governed: the queue is the team's

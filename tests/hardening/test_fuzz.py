@@ -385,6 +385,7 @@ def _nested(depth: int) -> Any:
 def _deep_manifest(depth: int) -> bytes:
     """A valid submission with a ``depth``-deep list in a field nobody reads."""
     pod = {"containers": [{"name": "m", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+    pod["restartPolicy"] = "Never"  # a Job's pods must have one (the API server refuses it otherwise)
     pod["x-nested"] = _nested(depth)
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"deep-{depth}"}}
     job["spec"] = {"template": {"spec": pod}}

@@ -10,10 +10,12 @@ while the race runs, and after) — must be 0 — and items lost (ledger vs clus
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
 import random
 import threading
 import time
 
+from tests.stacks import wait_until
 from topogov.adapters.ledger import DynamoLedger
 from topogov.domain.errors import Refusal
 from topogov.domain.submission import JobRequest
@@ -29,17 +31,19 @@ TEAM_C = "arn:aws:iam::123456789012:user/topogov-team-c"
 CAP_GPU = 256  # team-c's maxInFlight in teams.yaml
 
 
-def governance():
+def governance(stack):
+    """One API "container", as the api function's role: topogov:api under deploy/rbac.yaml."""
     from topogov.bootstrap import build_api_service
     from topogov.settings import ApiSettings
 
-    return build_api_service(ApiSettings.from_env())
+    return build_api_service(ApiSettings.from_env({**os.environ, **stack.api_env()}))
 
 
-def request(name: str, gpus: int = 8) -> JobRequest:
-    return JobRequest.model_validate(
-        {"job_name": name, "image": "pytorch:2.5", "accelerators": gpus, "efa": 0, "team": "team-c"}
-    )
+def request(name: str, gpus: int = 8, command: list[str] | None = None) -> JobRequest:
+    body = {"job_name": name, "image": "pytorch:2.5", "accelerators": gpus, "efa": 0, "team": "team-c"}
+    if command:
+        body["command"] = command
+    return JobRequest.model_validate(body)
 
 
 class CapSampler:
@@ -77,7 +81,7 @@ def cancel_everything(gov) -> None:
 
 
 def test_parallel_submissions_never_pass_the_cap(stack, report):
-    containers = [governance() for _ in range(scale(8, 16))]
+    containers = [governance(stack) for _ in range(scale(8, 16))]
     n = scale(50, 500)
     outcomes: dict[str, int] = {}
     lock = threading.Lock()
@@ -109,7 +113,7 @@ def test_parallel_submissions_never_pass_the_cap(stack, report):
 
 
 def test_submissions_racing_cancels_leave_nothing_uncharged_or_lost(stack, report):
-    containers = [governance() for _ in range(scale(6, 12))]
+    containers = [governance(stack) for _ in range(scale(6, 12))]
     n = scale(40, 300)
     rng = random.Random(5)
     released = {"True": 0, "False": 0}
@@ -163,18 +167,24 @@ def _bundle():
 def test_two_reconcile_passes_at_once_release_each_charge_once_and_converge(stack, report):
     from topogov.logic.labeler import PassOptions
 
-    gov = governance()
+    gov = governance(stack)
     k = scale(10, 60)
-    for i in range(k):
-        gov.submit(request(f"done-{i}", gpus=1), caller=TEAM_C, dry_run=False)
+    for i in range(k):  # (the local cluster runs a pod for the `sleep` of its command)
+        gov.submit(request(f"done-{i}", gpus=1, command=["sleep", "1s"]), caller=TEAM_C, dry_run=False)
     kube = stack.kube()
-    for i in range(k):  # they finish, as the Job controller would say
-        kube.request(
-            "PATCH",
-            f"/apis/batch/v1/namespaces/hyperpod-ns-team-c/jobs/done-{i}/status",
-            body={"status": {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}},
-            content_type="application/merge-patch+json",
-        )
+
+    def finished() -> int:  # Kueue admits them, KWOK runs their pods, the Job controller says Complete
+        jobs = kube.request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-c/jobs").body["items"]
+        done = 0
+        for j in jobs:
+            conditions = (j.get("status") or {}).get("conditions") or []
+            if j["metadata"]["name"].startswith("done-") and any(
+                c["type"] == "Complete" and c["status"] == "True" for c in conditions
+            ):
+                done += 1
+        return done
+
+    wait_until(lambda: finished() == k, f"the {k} jobs finish", timeout_s=120)
     # and labels drift by hand on a few nodes
     names = sorted(
         n for n in (o["metadata"]["name"] for o in kube.request("GET", "/api/v1/nodes").body["items"])
@@ -239,7 +249,7 @@ def _with_jobs(gov, jobs):
 def test_a_cancel_landing_while_the_job_is_created_wins_and_no_job_runs_uncharged(stack, report):
     from topogov.domain.errors import Conflict
 
-    gov, other = governance(), governance()
+    gov, other = governance(stack), governance(stack)
     before = other.team_view(ADMIN, "team-c")["in_flight"]
     racing = _with_jobs(gov, Interleaved(gov.jobs, before=lambda name: other.cancel(ADMIN, "team-c", name)))
     try:
@@ -257,7 +267,7 @@ def test_a_cancel_landing_while_the_job_is_created_wins_and_no_job_runs_uncharge
 
 
 def test_a_reconcile_pass_confirming_first_does_not_fail_the_submission(stack, report):
-    gov = governance()
+    gov = governance(stack)
     sync = _bundle()[1]
     racing = _with_jobs(gov, Interleaved(gov.jobs, after=lambda name: sync()))
     out = racing.submit(request("pass-first", gpus=2), caller=TEAM_C, dry_run=False)

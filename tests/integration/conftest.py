@@ -1,5 +1,5 @@
-"""Integration fixtures: the local AWS (moto server + DescribeInstanceTopology) and the local
-Kubernetes API, each a subprocess speaking real HTTP, driven by the real clients."""
+"""Integration fixtures: the local AWS (moto server + DescribeInstanceTopology) and a real Kubernetes
+control plane with Kueue, each a subprocess speaking real HTTP, driven by the real clients."""
 
 from __future__ import annotations
 
@@ -67,25 +67,25 @@ def launch(ec2, itype: str, n: int, az: str = "us-east-1a") -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A local Kubernetes API (its own process-less server thread) and a kubeconfig for it."""
-    from topogov_local.kube_api import KubeApiServer, write_kubeconfig
+    """A real Kubernetes control plane with the real Kueue (built from their Go modules), reached as
+    cluster admin through the counting, fault-injecting proxy; no Topogov RBAC (these tests are about
+    the adapters and the governor's logic, not permissions)."""
+    from topogov_local.cluster.controlplane import ControlPlane
 
-    srv = KubeApiServer(token="s3cret").start()
-    cfg = tmp_path_factory.mktemp("kube") / "kubeconfig"
-    write_kubeconfig(cfg, srv.url, "s3cret")
-    yield srv, str(cfg)
-    srv.stop()
+    cluster = ControlPlane(tmp_path_factory.mktemp("cluster"), rbac=None).start()
+    yield cluster, str(cluster.kubeconfig("admin"))
+    cluster.stop()
 
 
 @pytest.fixture
 def kube(server):
-    """The kubernetes client's ApiClient on that server, everything reset: objects, faults, counters."""
+    """The kubernetes client's ApiClient on that cluster, everything reset: objects, faults, counters."""
     from topogov.adapters.kube import KubeHttp
     from topogov.adapters.kube_auth import kubeconfig_api_client
 
-    _srv, cfg = server
+    cluster, cfg = server
+    cluster.reset()
     http = KubeHttp(kubeconfig_api_client(cfg), backoff_base_s=0.01)
-    http.request("POST", "/_emulator/reset")
     http.request("DELETE", "/_emulator/faults")
     http.request("DELETE", "/_emulator/requests")
     return http

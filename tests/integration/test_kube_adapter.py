@@ -6,7 +6,7 @@ import pytest
 
 from topogov.adapters.kube import KubeHttp, KubeNodes, PatchOutcome
 from topogov.adapters.kube_auth import kubeconfig_api_client
-from topogov_local.kube_api import write_kubeconfig
+from topogov_local.cluster.controlplane import write_kubeconfig
 
 
 def node(name, labels=None):
@@ -80,14 +80,24 @@ def test_requested_resources_are_summed_per_node_for_unfinished_pods(kube):
             "spec": {
                 "nodeName": "e",
                 "containers": [
-                    {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": str(gpu)}}}
+                    # an extended resource needs its limit (the API server refuses it otherwise)
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "resources": {
+                            "requests": {"nvidia.com/gpu": str(gpu)},
+                            "limits": {"nvidia.com/gpu": str(gpu)},
+                        },
+                    }
                 ],
             },
             "status": {"phase": phase},
         }
 
     for name, phase, gpu in (("p1", "Running", 4), ("p2", "Pending", 2), ("p3", "Succeeded", 8)):
-        kube.request("POST", "/api/v1/namespaces/default/pods", body=pod(name, phase, gpu))
+        assert (
+            kube.request("POST", "/api/v1/namespaces/default/pods", body=pod(name, phase, gpu)).status == 201
+        )
         # status is the kubelet's to set, through the status subresource (create resets it)
         kube.request(
             "PATCH",
@@ -99,8 +109,8 @@ def test_requested_resources_are_summed_per_node_for_unfinished_pods(kube):
 
 
 def test_a_wrong_token_is_refused(server, tmp_path):
-    srv, _ = server
+    cluster, _ = server
     cfg = tmp_path / "bad"
-    write_kubeconfig(cfg, srv.url, "wrong")
+    write_kubeconfig(cfg, cluster.url, cluster.pki.ca, token="wrong")
     resp = KubeHttp(kubeconfig_api_client(str(cfg)), max_attempts=1).request("GET", "/api/v1/nodes")
     assert resp.status == 401

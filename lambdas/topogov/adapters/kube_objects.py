@@ -66,7 +66,8 @@ class KubeObjects:
         return resp.body
 
     def list(self, api_version: str, kind: str) -> list[dict[str, Any]]:
-        """Every object of ``kind`` (all namespaces), paginated."""
+        """Every object of ``kind`` (all namespaces), paginated. The API server leaves ``kind`` and
+        ``apiVersion`` out of a list's items (they are the list's); each item gets them back here."""
         items: list[dict[str, Any]] = []
         token = None
         while True:
@@ -78,7 +79,7 @@ class KubeObjects:
                 raise _fail(resp, f"list {kind} ({api_version}): is Kueue installed and serving it?")
             if resp.status != 200:
                 raise _fail(resp, f"list {kind}")
-            items.extend(resp.body.get("items") or [])
+            items.extend({"apiVersion": api_version, "kind": kind, **i} for i in resp.body.get("items") or [])
             token = (resp.body.get("metadata") or {}).get("continue")
             if not token:
                 return items

@@ -36,6 +36,7 @@ class LedgerPort(Protocol):
     def release(self, team: str, name: str, reason: str) -> bool: ...
     def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
     def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
+    def get(self, team: str, name: str) -> dict[str, Any] | None: ...
 
 
 class JobLister(Protocol):
@@ -170,10 +171,12 @@ def sync_ledger(
         for name in sorted(set(in_cluster) - known):
             job = in_cluster[name]
             labels = (job.get("metadata") or {}).get("labels") or {}
-            suspended = (job.get("spec") or {}).get("suspend", False)
-            if labels.get(MANAGED_BY_LABEL) == "topogov" and suspended:
-                # The API's own Job, never started, with no record: a submission that failed (its
-                # create timed out, was rolled back, and landed late). Never charged: remove it.
+            if labels.get(MANAGED_BY_LABEL) == "topogov" and ledger.get(team_name, name) is None:
+                # The API's own Job with no record: a submission that failed (its create timed out,
+                # was rolled back, and landed late). Never charged: remove it, started or not (Kueue
+                # admits a late create within a second; it must not run uncharged). The record is
+                # read again first: the API writes it before it creates the Job, so a submission
+                # that raced this pass's listing has one by now.
                 summary.orphans_deleted += jobs.delete(team.namespace, name)
             else:
                 summary.unmanaged_jobs.append(f"{team.namespace}/{name}")

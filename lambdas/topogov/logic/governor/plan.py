@@ -27,7 +27,9 @@ KINDS = (
     "LocalQueue",
 )
 KUEUE_KINDS = KINDS[1:]
-QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit"})
+# Quantities: compared as quantities. `weight` is one too: Kueue keeps it as a resource.Quantity, so a
+# weight written as 10 reads back as "10" once the conversion webhook has had it (v1beta2 storage).
+QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit", "weight"})
 EXACT_UNDER = "resourceGroups"  # inside it, fields Topogov does not render count as drift
 WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
 DRAIN = "HoldAndDrain"

@@ -1,0 +1,521 @@
+"""A real Kubernetes control plane and the real Kueue on this machine, as envtest plus the
+controllers run them (upstream binaries built by :mod:`.build`, every listener on 127.0.0.1).
+
+Started in order, each when the one before is ready:
+
+1. **etcd** (fresh data each start: the local cluster lives as long as its stack);
+2. **kube-apiserver**: RBAC authorisation (``Node,RBAC``), x509 client certificates for the
+   components and a bearer token per identity (:mod:`.pki`), the admission plugins of a managed
+   cluster including ``ValidatingAdmissionPolicy``;
+3. **kube-controller-manager** with the controllers a Job needs (job, garbage collector, namespace,
+   service accounts, TTL, pod GC, node lifecycle and taint eviction, ClusterRole aggregation, the
+   root CA publisher; 1.35's names end in ``-controller``) and **kube-scheduler**;
+4. **KWOK**, keeping the Nodes annotated ``kwok.x-k8s.io/node: fake`` alive (leases, heartbeats)
+   and playing their Pods (Running once bound, Succeeded after their run time);
+5. **Kueue**: its CRDs (conversion webhooks by URL), RBAC and webhook configurations from its
+   module (:mod:`.manifests`), then the manager, its webhooks served on 127.0.0.1 with our CA;
+6. ``deploy/rbac.yaml``: Topogov's RBAC and admission policy, as a platform team applies it;
+7. the **fault proxy** (:mod:`.faultproxy`), through which Topogov's identities and people reach the
+   API server: it counts requests and injects faults for the tests.
+
+What is not upstream code: KWOK's fake kubelet stands in for the nodes (that is its purpose), and
+the fault proxy. ``kubeconfig(identity)`` gives each identity a kubeconfig to the proxy;
+``direct_kubeconfig`` reaches the API server itself as admin.
+
+Kueue v0.17.0 with its own certificate management off always reads a metrics certificate from
+``/etc/kueue/metrics/certs`` (``cmd/kueue/main.go``); the cluster writes one there when none is
+(it serves Kueue's metrics on 127.0.0.1 only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from topogov_local.cluster import build, manifests
+from topogov_local.cluster.pki import IDENTITIES, Pki, make_pki
+from topogov_local.processes import ManagedProcess, free_port, python_module
+
+REPO = Path(__file__).resolve().parents[3]
+RBAC_MANIFEST = REPO / "deploy" / "rbac.yaml"
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+CONTROLLERS = (
+    "job-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "ttl-after-finished-controller",
+    "pod-garbage-collector-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "clusterrole-aggregation-controller",
+    "root-ca-certificate-publisher-controller",
+)
+ADMISSION = (
+    "NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,DefaultTolerationSeconds,"
+    "NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,"
+    "ResourceQuota,Priority"
+)
+
+
+def _probe(url: str, ca: Path | None = None) -> bool:
+    ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
+    try:
+        with urllib.request.urlopen(url, context=ctx if url.startswith("https") else None, timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def write_kubeconfig(
+    path: Path, server: str, ca: Path, *, token: str | None = None, cert: str | None = None
+) -> Path:
+    user: dict[str, Any] = (
+        {"token": token} if token else {"client-certificate": f"{cert}.crt", "client-key": f"{cert}.key"}
+    )
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "topogov-local", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": "user", "user": user}],
+        "contexts": [{"name": "topogov-local", "context": {"cluster": "topogov-local", "user": "user"}}],
+        "current-context": "topogov-local",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+class ControlPlane:
+    def __init__(
+        self, directory: Path, *, kueue: bool = True, nodes: bool = True, rbac: Path | None = RBAC_MANIFEST
+    ) -> None:
+        self.dir = Path(directory).resolve()
+        self.with_kueue = kueue
+        self.with_nodes = nodes
+        self.rbac = rbac
+        self.procs: list[ManagedProcess] = []
+        self.pki: Pki | None = None
+        self.ports: dict[str, int] = {}
+        self.timings: dict[str, float] = {}
+        self._admin: Any = None
+
+    # -- paths ------------------------------------------------------------------------------------
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def url(self) -> str:
+        """Where Topogov's identities reach the API server: the fault proxy."""
+        return f"https://127.0.0.1:{self.ports['proxy']}"
+
+    def kubeconfig(self, identity: str = "admin") -> Path:
+        return self.dir / "kubeconfig" / f"{identity}.kubeconfig"
+
+    @property
+    def direct_kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig" / "admin-direct.kubeconfig"
+
+    def log(self, name: str) -> Path:
+        return self.dir / "logs" / f"{name}.log"
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> ControlPlane:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        bins = build.ensure_built()
+        self.timings["build"] = time.monotonic() - started
+        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.dir / "etcd", ignore_errors=True)
+        pki = self.pki = make_pki(self.dir / "pki")
+        names = (
+            "etcd",
+            "etcd-peer",
+            "apiserver",
+            "controller-manager",
+            "scheduler",
+            "kwok",
+            "webhook",
+            "kueue-health",
+            "kueue-metrics",
+            "proxy",
+        )
+        self.ports = {name: free_port() for name in names}
+        p = self.ports
+
+        self._run(
+            "etcd",
+            [
+                str(bins / "etcd"),
+                "--name",
+                "topogov-local",
+                "--data-dir",
+                str(self.dir / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{p['etcd']}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{p['etcd']}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{p['etcd-peer']}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{p['etcd-peer']}",
+                "--initial-cluster",
+                f"topogov-local=http://127.0.0.1:{p['etcd-peer']}",
+                "--listen-metrics-urls",
+                "",
+                "--unsafe-no-fsync",
+                "--log-level",
+                "warn",
+            ],
+            lambda: _probe(f"http://127.0.0.1:{p['etcd']}/health"),
+        )
+
+        d = pki.directory
+        self._run(
+            "kube-apiserver",
+            [
+                str(bins / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={p['apiserver']}",
+                "--endpoint-reconciler-type=none",
+                f"--tls-cert-file={d / 'apiserver.crt'}",
+                f"--tls-private-key-file={d / 'apiserver.key'}",
+                f"--client-ca-file={d / 'ca.crt'}",
+                f"--token-auth-file={d / 'tokens.csv'}",
+                f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}",
+                "--authorization-mode=Node,RBAC",
+                f"--enable-admission-plugins={ADMISSION}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={d / 'sa.pub'}",
+                f"--service-account-signing-key-file={d / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--profiling=false",
+                "--v=1",
+            ],
+            lambda: _probe(f"{self.apiserver_url}/readyz", pki.ca),
+            timeout_s=90,
+        )
+        self._write_kubeconfigs()
+
+        self._run(
+            "kube-controller-manager",
+            [
+                str(bins / "kube-controller-manager"),
+                *self._component_auth("controller-manager"),
+                f"--secure-port={p['controller-manager']}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                f"--controllers={','.join(CONTROLLERS)}",
+                f"--service-account-private-key-file={d / 'sa.key'}",
+                f"--root-ca-file={d / 'ca.crt'}",
+                "--cluster-name=topogov-local",
+                "--v=1",
+            ],
+            lambda: _probe(f"https://127.0.0.1:{p['controller-manager']}/healthz"),
+        )
+        self._run(
+            "kube-scheduler",
+            [
+                str(bins / "kube-scheduler"),
+                *self._component_auth("scheduler"),
+                f"--secure-port={p['scheduler']}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+            lambda: _probe(f"https://127.0.0.1:{p['scheduler']}/readyz"),
+        )
+
+        admin = self.admin()
+        if self.with_nodes:
+            kwok_dir = build.module_dir("sigs.k8s.io/kwok", build.KWOK_VERSION, "kwok")
+            self.apply(manifests.kwok_rbac(kwok_dir))
+            config = self.dir / "kwok.yaml"
+            config.write_text(yaml.safe_dump_all(manifests.kwok_configuration(kwok_dir, port=p["kwok"])))
+            self._run(
+                "kwok",
+                [
+                    str(bins / "kwok"),
+                    f"--kubeconfig={self._component_kubeconfig('kwok')}",
+                    f"--config={config}",
+                ],
+                lambda: _probe(f"http://127.0.0.1:{p['kwok']}/healthz"),
+            )
+
+        if self.with_kueue:
+            self._start_kueue(bins)
+        if self.rbac is not None:
+            self.apply([d for d in yaml.safe_load_all(self.rbac.read_text()) if d])
+        self._run(
+            "proxy",
+            python_module(
+                "topogov_local.cluster.faultproxy",
+                "--port",
+                str(p["proxy"]),
+                "--upstream",
+                self.apiserver_url,
+                "--ca",
+                str(pki.ca),
+                "--cert",
+                str(d / "proxy.crt"),
+                "--key",
+                str(d / "proxy.key"),
+            ),
+            env={"TOPOGOV_PROXY_ADMIN_TOKEN": pki.token("admin")},
+        )
+        del admin
+        self.timings["total"] = time.monotonic() - started
+
+    def _start_kueue(self, bins: Path) -> None:
+        assert self.pki is not None
+        p, d = self.ports, self.pki.directory
+        kueue_dir = build.module_dir("sigs.k8s.io/kueue", build.KUEUE_VERSION, "kueue")
+        hook_url = f"https://127.0.0.1:{p['webhook']}"
+        ca_pem = self.pki.webhook_ca.read_bytes()
+        self.apply(manifests.kueue_crds(kueue_dir, hook_url, ca_pem))
+        self.apply(manifests.kueue_rbac(kueue_dir))
+        self.apply(manifests.kueue_webhooks(kueue_dir, hook_url, ca_pem))
+        self._wait_established()
+        certs = self.dir / "kueue-certs"
+        certs.mkdir(exist_ok=True)
+        shutil.copy(d / "webhook.crt", certs / "tls.crt")
+        shutil.copy(d / "webhook.key", certs / "tls.key")
+        _ensure_metrics_certs(d / "metrics.crt", d / "metrics.key")
+        config = self.dir / "kueue-config.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                manifests.kueue_configuration(
+                    webhook_port=p["webhook"],
+                    health_port=p["kueue-health"],
+                    metrics_port=p["kueue-metrics"],
+                    cert_dir=certs,
+                )
+            )
+        )
+        self._run(
+            "kueue",
+            [
+                str(bins / "kueue"),
+                f"--config={config}",
+                f"--kubeconfig={self._component_kubeconfig('kueue')}",
+                "--zap-log-level=info",
+            ],
+            lambda: _probe(f"http://127.0.0.1:{p['kueue-health']}/readyz"),
+        )
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+        self.procs.clear()
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _run(
+        self,
+        name: str,
+        argv: list[str],
+        ready: Any = None,
+        timeout_s: float = 60,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        t0 = time.monotonic()
+        proc = ManagedProcess(name, argv, log_path=self.log(name), ready=ready, env=env)
+        self.procs.append(proc)
+        proc.start(timeout_s=timeout_s)
+        self.timings[name] = time.monotonic() - t0
+
+    def _component_kubeconfig(self, component: str) -> Path:
+        assert self.pki is not None
+        return write_kubeconfig(
+            self.dir / "kubeconfig" / f"{component}.kubeconfig",
+            self.apiserver_url,
+            self.pki.ca,
+            cert=str(self.pki.directory / component),
+        )
+
+    def _component_auth(self, component: str) -> list[str]:
+        path = self._component_kubeconfig(component)
+        return [
+            f"--kubeconfig={path}",
+            f"--authentication-kubeconfig={path}",
+            f"--authorization-kubeconfig={path}",
+        ]
+
+    def _write_kubeconfigs(self) -> None:
+        assert self.pki is not None
+        for identity in IDENTITIES:
+            write_kubeconfig(self.kubeconfig(identity), self.url, self.pki.ca, token=self.pki.token(identity))
+        write_kubeconfig(
+            self.direct_kubeconfig, self.apiserver_url, self.pki.ca, token=self.pki.token("admin")
+        )
+
+    def admin(self) -> Any:
+        """A KubeHttp to the API server itself, as admin (set-up, not counted by the proxy)."""
+        if self._admin is None:
+            from topogov.adapters.kube import KubeHttp
+            from topogov.adapters.kube_auth import kubeconfig_api_client
+
+            self._admin = KubeHttp(kubeconfig_api_client(str(self.direct_kubeconfig)), backoff_base_s=0.05)
+        return self._admin
+
+    def apply(self, objects: Iterable[dict[str, Any]]) -> None:
+        """Create each object (server-side apply, as ``kubectl apply --server-side --force-conflicts``)."""
+        for obj in objects:
+            path = object_path(obj)
+            resp = self.admin().request(
+                "PATCH",
+                path,
+                query={"fieldManager": "topogov-local", "force": "true"},
+                body=json.dumps(obj),
+                content_type="application/apply-patch+yaml",
+            )
+            if resp.status not in (200, 201):
+                raise RuntimeError(
+                    f"apply {obj['kind']} {obj['metadata']['name']}: HTTP {resp.status} {resp.body}"
+                )
+
+    SYSTEM_NAMESPACES = frozenset(
+        {"default", "kube-system", "kube-public", "kube-node-lease", "kueue-system"}
+    )
+    _KUEUE_CLUSTER = ("clusterqueues", "resourceflavors", "topologies", "cohorts", "workloadpriorityclasses")
+
+    def reset(self, timeout_s: float = 60) -> None:
+        """Back to an empty cluster, for tests that each want one: every Node, Job, Pod, Kueue object
+        and non-system Namespace deleted (waited for, finalizers and all), as a test fixture of
+        Kueue's own integration suite tears down. Topogov's RBAC (``deploy/rbac.yaml``) is applied again,
+        team namespaces included."""
+        admin = self.admin()
+        kueue = "/apis/kueue.x-k8s.io/v1beta2"
+        namespaces = [n["metadata"]["name"] for n in admin.request("GET", "/api/v1/namespaces").body["items"]]
+        for ns in namespaces:
+            for path in (
+                f"{kueue}/namespaces/{ns}/localqueues",
+                f"/apis/batch/v1/namespaces/{ns}/jobs",
+                f"{kueue}/namespaces/{ns}/workloads",
+                f"/api/v1/namespaces/{ns}/pods",
+            ):
+                if ns not in ("kube-system", "kueue-system"):
+                    admin.request(
+                        "DELETE", path, query={"propagationPolicy": "Background", "gracePeriodSeconds": 0}
+                    )
+        for plural in self._KUEUE_CLUSTER:
+            admin.request("DELETE", f"{kueue}/{plural}")
+        admin.request("DELETE", "/api/v1/nodes")
+        for ns in namespaces:
+            if ns not in self.SYSTEM_NAMESPACES:
+                admin.request("DELETE", f"/api/v1/namespaces/{ns}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            left = [
+                n["metadata"]["name"]
+                for n in admin.request("GET", "/api/v1/namespaces").body["items"]
+                if n["metadata"]["name"] not in self.SYSTEM_NAMESPACES
+            ]
+            left += [p for p in self._KUEUE_CLUSTER if admin.request("GET", f"{kueue}/{p}").body.get("items")]
+            if not left:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"reset: still there after {timeout_s:.0f}s: {left}")
+        if self.rbac is not None:
+            self.apply([d for d in yaml.safe_load_all(self.rbac.read_text()) if d])
+
+    def _wait_established(self, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            items = (
+                self.admin().request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions").body
+            )
+            pending = [c["metadata"]["name"] for c in items["items"] if not _established(c)]
+            if not pending:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"CRDs not established in {timeout_s:.0f}s: {pending}")
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+_CORE = {
+    "Namespace": "namespaces",
+    "Node": "nodes",
+    "ServiceAccount": "serviceaccounts",
+    "ConfigMap": "configmaps",
+}
+
+
+def object_path(obj: dict[str, Any]) -> str:
+    """The REST path of an object (the kinds the cluster set-up applies)."""
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    name = obj["metadata"]["name"]
+    ns = obj["metadata"].get("namespace")
+    plural = _CORE.get(kind) or _PLURALS.get(kind) or kind.lower() + "s"
+    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    scope = f"/namespaces/{ns}" if ns else ""
+    return f"{prefix}{scope}/{plural}/{name}"
+
+
+_PLURALS = {
+    "CustomResourceDefinition": "customresourcedefinitions",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+    "Topology": "topologies",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+}
+
+
+def _ensure_metrics_certs(cert: Path, key: Path) -> None:
+    """Kueue's fixed metrics certificate path (see the module docstring): written once, atomically."""
+    if (KUEUE_METRICS_CERTS / "tls.crt").is_file() and (KUEUE_METRICS_CERTS / "tls.key").is_file():
+        return
+    try:
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        for src, name in ((cert, "tls.crt"), (key, "tls.key")):
+            tmp = KUEUE_METRICS_CERTS / f".{name}.{os.getpid()}"
+            shutil.copy(src, tmp)
+            tmp.replace(KUEUE_METRICS_CERTS / name)
+    except OSError as exc:
+        raise RuntimeError(
+            f"Kueue v0.17.0 reads its metrics certificate from {KUEUE_METRICS_CERTS} when its own "
+            f"certificate management is off (cmd/kueue/main.go), and that directory cannot be written "
+            f"here ({exc}): create it once as root with a tls.crt and tls.key, e.g. `sudo mkdir -p "
+            f"{KUEUE_METRICS_CERTS} && sudo cp {cert} {KUEUE_METRICS_CERTS}/tls.crt && sudo cp {key} "
+            f"{KUEUE_METRICS_CERTS}/tls.key`"
+        ) from exc
