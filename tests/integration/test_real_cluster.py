@@ -19,7 +19,7 @@ KUEUE2 = "/apis/kueue.x-k8s.io/v1beta2"
 
 
 def kubectl(server, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    cluster, cfg = server
+    _cluster, cfg = server
     return subprocess.run(
         [str(build.bin_dir() / "kubectl"), "--kubeconfig", cfg, *args],
         capture_output=True, text=True, timeout=60, check=check,
@@ -69,7 +69,7 @@ INVALID_KUEUE = {
                 }
             ],
         ),
-    ),  # fmt: skip
+    ),
     "a flavor resource not covered": (
         f"{KUEUE}/clusterqueues",
         cq(
@@ -83,7 +83,7 @@ INVALID_KUEUE = {
                 }
             ],
         ),
-    ),  # fmt: skip
+    ),
     "a Topology with hostname above the lowest level": (
         f"{KUEUE}/topologies",
         {
@@ -92,7 +92,7 @@ INVALID_KUEUE = {
             "metadata": {"name": "t"},
             "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}]},
         },
-    ),  # fmt: skip
+    ),
     "a topologyName without nodeLabels": (
         f"{KUEUE}/resourceflavors",
         {
@@ -101,7 +101,7 @@ INVALID_KUEUE = {
             "metadata": {"name": "rf"},
             "spec": {"topologyName": "t"},
         },
-    ),  # fmt: skip
+    ),
     "a WorkloadPriorityClass without a value": (
         f"{KUEUE}/workloadpriorityclasses",
         {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass", "metadata": {"name": "w"}},
@@ -174,7 +174,7 @@ INVALID_BUILTINS = {
             },
         },
         422,
-    ),  # fmt: skip
+    ),
     "a Job with restartPolicy Always": (
         "/apis/batch/v1/namespaces/default/jobs",
         {
@@ -186,7 +186,7 @@ INVALID_BUILTINS = {
             },
         },
         422,
-    ),  # fmt: skip
+    ),
     "a Namespace with an invalid name": (
         "/api/v1/namespaces",
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Not_A_Name"}},
