@@ -30,8 +30,10 @@ def add_parser(sub: Any) -> None:
         sub,
         "jobs",
         "list the jobs of your teams",
-        "List the jobs of your teams (or of --team): NAME, TEAM, STATE (the in-flight ledger's: "
-        "submitted = charge held, released = charge given back), PRIORITY, TOPOLOGY, SUBMITTED.",
+        "List the jobs of your teams (or of --team): NAME, TEAM, STATUS (as `topogov job` shows it: "
+        "Pending, Admitted, Running, Succeeded, Failed, Cancelled, Vanished), CHARGE (the in-flight "
+        "charge: held or released), PRIORITY, TOPOLOGY (and 'relaxed' once a fallback relaxed it), "
+        "SUBMITTED.",
     )
     jobs.add_argument("--team", metavar="TEAM", help="only this team")
     add_api_options(jobs)
@@ -40,10 +42,12 @@ def add_parser(sub: Any) -> None:
     one = command(
         sub,
         "job",
-        "one job: status, why pending, placement decision, events",
+        "one job: status, why pending, where it landed, events",
         "Show one job: its status (Pending, Admitted, Running, Succeeded, Failed, Cancelled, from the "
-        "Job and its Kueue Workload), why it is pending, whether its in-flight charge is held, the "
-        "placement decision made at submission, and its events.",
+        "Job and its Kueue Workload), Kueue's reason while it is pending, whether its in-flight "
+        "charge is held, the topology decision made at submission, where its pods landed (nodes and "
+        "their network domains, the tightest layer holding them all), and its events (Topogov's and "
+        "Kueue's: quota reserved, admitted, evicted, preempted, finished).",
     )
     one.add_argument("name", metavar="NAME", help="the job's name")
     one.add_argument("--team", metavar="TEAM", help="the job's team (default: found among your teams)")
@@ -77,11 +81,13 @@ def run_jobs(args: argparse.Namespace) -> int:
         print("no jobs" + (f" in team {args.team}" if args.team else " in your teams"))
         return EXIT_OK
     rows = [
-        [j["name"], j.get("team", ""), j.get("state") or "-", j.get("priority_class") or "-",
-         topology_text(j.get("topology")), j.get("submitted_at") or "-"]
+        [j["name"], j.get("team", ""), j.get("status") or "-", CHARGES.get(j.get("state") or "", "-"),
+         j.get("priority_class") or "-",
+         topology_text(j.get("topology")) + (" (relaxed)" if j.get("fallback_at") else ""),
+         j.get("submitted_at") or "-"]
         for j in items
     ]  # fmt: skip
-    print(table(["NAME", "TEAM", "STATE", "PRIORITY", "TOPOLOGY", "SUBMITTED"], rows))
+    print(table(["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "SUBMITTED"], rows))
     return EXIT_OK
 
 
@@ -104,22 +110,90 @@ def team_of(api: Any, name: str, team: str | None) -> str:
     raise usage(f"teams {', '.join(holding)} each have a job {name!r}: give --team")
 
 
+CHARGES = {"released": "released", "submitted": "held", "reserving": "reserving"}
+MAX_NODE_ROWS = 12
+
+
+def landed_text(placement: Mapping[str, Any] | None) -> str | None:
+    """``10 pods on 3 nodes, one layer-3 domain (nn-...)``, from the API's ``placement``."""
+    if not placement or not placement.get("pods"):
+        return None
+    phases = ", ".join(f"{n} {phase}" for phase, n in (placement.get("phases") or {}).items())
+    placed, pods, nodes = placement.get("placed", 0), placement["pods"], placement.get("nodes", 0)
+    text = f"{placed} of {pods} pods on {nodes} node{'s' if nodes != 1 else ''}"
+    tight = placement.get("tightest")
+    spread = [f"{d['domains']} {level_name(d['level'])} domains" for d in placement.get("domains") or []]
+    if tight:
+        text += f", one {level_name(tight['level'])} domain ({tight['domain']})"
+    elif spread and placed:
+        text += ", spread over " + ", ".join(s for s in spread if not s.startswith("1 "))
+    return f"{text}  [{phases}]" if phases else text
+
+
+def node_rows(placement: Mapping[str, Any]) -> list[str]:
+    rows = placement.get("by_node") or []
+    depth = max((len(r.get("path") or []) for r in rows), default=0)
+    headers = ["NODE", "PODS", *(f"LAYER-{i}" for i in range(1, depth + 1))]
+    body = [[r["node"], r["pods"], *((r.get("path") or []) + ["-"] * depth)[:depth]] for r in rows]
+    lines = ["  " + line for line in table(headers, body[:MAX_NODE_ROWS]).splitlines()]
+    if len(body) > MAX_NODE_ROWS:
+        lines.append(f"  ... {len(body) - MAX_NODE_ROWS} more nodes (--output json lists all)")
+    if placement.get("unknown_nodes"):
+        lines.append(f"  not in the topology snapshot yet: {', '.join(placement['unknown_nodes'])}")
+    return lines
+
+
+def width() -> int:
+    """The terminal's width (100 when not a terminal), at least 60."""
+    import shutil
+
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
+def wrapped(text: str, indent: int) -> str:
+    """``text`` wrapped to the terminal, continuation lines indented by ``indent``."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width() - indent, break_on_hyphens=False, break_long_words=False)
+    return ("\n" + " " * indent).join(lines)
+
+
+def event_line(e: Mapping[str, Any]) -> str:
+    if str(e.get("what", "")).startswith("kueue: "):
+        reason = f" ({e['reason']})" if e.get("reason") not in (None, "", e["what"][7:]) else ""
+        head = f"  {e.get('at', '-')}  {e['what']}{reason}"
+        if not e.get("message"):
+            return head
+        return f"{head}\n{' ' * 24}{wrapped(e['message'], 24)}"
+    extra = ", ".join(
+        f"{k} {topology_text(v) if k == 'topology' and isinstance(v, dict) else v}"
+        for k, v in e.items()
+        if k not in ("at", "what")
+    )
+    return f"  {e.get('at', '-')}  {e.get('what', '-')}" + (f"  ({extra})" if extra else "")
+
+
 def job_text(view: Mapping[str, Any]) -> str:
     d = view.get("decision") or {}
     topo = d.get("topology") or {}
     state = view.get("state")
-    charges = {"released": "released", "submitted": "held", "reserving": "being reserved"}
-    charge = charges.get(state or "", state)
+    charge = CHARGES.get(state or "", state)
     after = topo.get("fallback_after_s")
     lines = fields(
         [
             ("job", f"{view['name']}  (team {view['team']}, namespace {view.get('namespace')})"),
             ("status", view.get("status")),
-            ("why pending", view.get("why_pending") if view.get("status") == "Pending" else None),
+            (
+                "why pending",
+                wrapped(view["why_pending"], 13)
+                if view.get("status") == "Pending" and view.get("why_pending")
+                else None,
+            ),
             ("charge", f"in-flight charge {charge} (ledger state {state})" if state else None),
             ("submitted", f"{view.get('submitted_at')} by {view.get('submitted_by')}"),
             ("priority", f"{d['priority_class']} ({d['priority_value']})" if d else None),
             ("pods", d.get("pods")),
+            ("landed", landed_text(view.get("placement"))),
             ("topology", topology_text(topo) if d else None),
             ("why", topo.get("reason")),
             ("domain then", topo.get("domain_now")),
@@ -137,16 +211,12 @@ def job_text(view: Mapping[str, Any]) -> str:
             ),
         ]
     )
+    placement = view.get("placement") or {}
+    if placement.get("by_node"):
+        lines += "\n\nnodes\n" + "\n".join(node_rows(placement))
     events = view.get("events") or []
     if events:
-        lines += "\n\nevents"
-        for e in events:
-            extra = ", ".join(
-                f"{k} {topology_text(v) if k == 'topology' and isinstance(v, dict) else v}"
-                for k, v in e.items()
-                if k not in ("at", "what")
-            )
-            lines += f"\n  {e.get('at', '-')}  {e.get('what', '-')}" + (f"  ({extra})" if extra else "")
+        lines += "\n\nevents\n" + "\n".join(event_line(e) for e in events)
     return lines
 
 

@@ -19,11 +19,11 @@ from topogov_cli.common import (
     seg,
 )
 
-BAR_WIDTH = 30
+BAR_WIDTH = 24
 
 LEGEND = (
-    "bar = quota + borrow limit:  # admitted by Kueue   - in flight, not admitted yet (queued)   "
-    ". unused quota   : borrowable   > in flight beyond quota + borrow"
+    "bar = quota + borrow limit:  # admitted by Kueue  - in flight, not admitted yet (queued)\n"
+    "                             . unused quota  : borrowable  > in flight beyond quota + borrow"
 )
 
 
@@ -70,27 +70,32 @@ def bar(quota: int, borrow: int, in_flight: int, admitted: int, width: int = BAR
 
 
 def team_text(view: Mapping[str, Any]) -> str:
+    """A team as a few lines: namespace and queue, priority classes, and per resource a table row
+    (quota, borrow limit, admitted, in flight, cap) with its bar; at most 100 columns."""
+    from topogov_cli.common import table
+
     quota, borrow = view.get("quota") or {}, view.get("borrow_limit") or {}
     flight, admitted = view.get("in_flight") or {}, view.get("admitted") or {}
     cap = view.get("max_in_flight") or {}
-    classes = ", ".join(view.get("priority_classes") or []) or "-"
+    default = view.get("default_priority_class")
+    classes = (
+        ", ".join(f"{c} (default)" if c == default else c for c in view.get("priority_classes") or []) or "-"
+    )
     head = (
-        f"{view['team']}  (namespace {view.get('namespace')}, queue {view.get('local_queue')})\n"
-        f"  priority classes: {classes}; default {view.get('default_priority_class')}"
+        f"{view['team']}  namespace {view.get('namespace')}, queue {view.get('local_queue')}\n"
+        f"  priorities  {classes}"
     )
     shown = [
         r for r in RESOURCES
         if r == GPU or any(m.get(r, 0) for m in (quota, borrow, flight, admitted))
     ]  # fmt: skip
-    width = max(len(r) for r in shown)
-    lines = [head]
+    rows = []
     for r in shown:
         q, b, f, a = (int(m.get(r, 0)) for m in (quota, borrow, flight, admitted))
-        lines.append(
-            f"  {r.ljust(width)}  {bar(q, b, f, a)} in flight {amount(r, f)} / quota {amount(r, q)} "
-            f"(+{amount(r, b)} borrow), admitted {amount(r, a)} · cap {amount(r, cap.get(r, 0))}"
-        )
-    return "\n".join(lines)
+        rows.append([r, amount(r, q), f"+{amount(r, b)}", amount(r, a), amount(r, f),
+                     amount(r, cap.get(r, 0)), bar(q, b, f, a)])  # fmt: skip
+    body = table(["RESOURCE", "QUOTA", "BORROW", "ADMITTED", "IN FLIGHT", "CAP", ""], rows)
+    return head + "\n" + "\n".join("  " + line.rstrip() for line in body.splitlines())
 
 
 @guarded

@@ -79,6 +79,16 @@ def test_aws_example_job_is_accepted_as_is(stack):
     labels = node_labels(stack)
     domains = {labels[p["spec"]["nodeName"]]["topology.k8s.aws/network-node-layer-3"] for p in pods}
     assert len(domains) == 1, domains
+    # and GET /v1/jobs/... shows where it landed: the same nodes, the one layer-3 domain, Kueue's events
+    view = call(stack, "GET", "/v1/jobs/team-a/test-tas-job").json()
+    placement = view["placement"]
+    assert placement["placed"] == 10 and placement["phases"] == {"Running": 10}
+    assert placement["tightest"] == {"level": "layer-3", "domain": domains.pop()}
+    assert {r["node"]: r["pods"] for r in placement["by_node"]} == {
+        n: sum(p["spec"]["nodeName"] == n for p in pods) for n in {p["spec"]["nodeName"] for p in pods}
+    }
+    whats = [e["what"] for e in view["events"]]
+    assert whats[0] == "submitted" and {"kueue: QuotaReserved", "kueue: Admitted"} <= set(whats)
 
 
 def test_high_level_required_layer3_that_fits(stack):
@@ -453,6 +463,19 @@ def test_status_follows_kueue_from_pending_to_succeeded(stack):
         ),
         "it succeeds after its 6 s",
     )
+    # and a finished Workload no longer counts as admitted (Kueue keeps Admitted=True on it)
+    wait_until(
+        lambda: (
+            call(stack, "GET", "/v1/teams/team-b", profile="topogov-team-b").json()["admitted"][
+                "nvidia.com/gpu"
+            ]
+            == 0
+        ),
+        "its admitted usage is released",
+    )
+    view = call(stack, "GET", "/v1/jobs/team-b/wl-job", profile="topogov-team-b").json()
+    assert view["placement"]["phases"] == {"Succeeded": 2}
+    assert "kueue: Finished" in [e["what"] for e in view["events"]]
 
 
 def _annotations(stack, name):
@@ -505,7 +528,10 @@ def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_onc
     assert fallback["level"] == level and fallback["from"] == "required" and fallback["to"] == "preferred"
     assert "not admitted 1s after submission" in fallback["reason"]
     assert fallback["at"] >= fallback["deadline"] >= view["submitted_at"]
-    assert [e["what"] for e in view["events"]] == ["submitted", "topology-fallback"]
+    assert [e["what"] for e in view["events"] if not e["what"].startswith("kueue: ")] == [
+        "submitted",
+        "topology-fallback",
+    ]
     # and, the queue going again, Kueue admits the relaxed job
     wait_until(
         lambda: call(stack, "GET", "/v1/jobs/team-a/fb-waits").json()["status"] in ("Admitted", "Running"),

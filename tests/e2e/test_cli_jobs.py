@@ -451,7 +451,7 @@ def test_the_endpoint_from_endpoints_json_after_topogov_local(stack, home):
         AWS_SHARED_CREDENTIALS_FILE=".topogov/local/aws-credentials",
     )
     # Then it found the API
-    assert re.search(r"^team-a\s+\(namespace hyperpod-ns-team-a", ok(out), re.M)
+    assert re.search(r"^team-a  namespace hyperpod-ns-team-a,", ok(out), re.M)
 
 
 def test_the_endpoint_and_region_from_a_config_file(stack, home, tmp_path):
@@ -494,9 +494,12 @@ def _list_show_and_cancel(stack, home):
     used = in_flight_gpu(stack, home)
     # Then `jobs` lists it in a table
     table = ok(run(stack, "jobs", home=home))
-    assert re.match(r"NAME\s+TEAM\s+STATE\s+PRIORITY\s+TOPOLOGY\s+SUBMITTED\n", table)
+    assert re.match(r"NAME\s+TEAM\s+STATUS\s+CHARGE\s+PRIORITY\s+TOPOLOGY\s+SUBMITTED\n", table)
+    # with the status `job` shows (one vocabulary) and the charge
     assert re.search(
-        r"^cli-flow\s+team-a\s+submitted\s+experimentation-priority\s+preferred layer-3\s+\d{4}-", table, re.M
+        r"^cli-flow\s+team-a\s+Pending\s+held\s+experimentation-priority\s+preferred layer-3\s+\d{4}-",
+        table,
+        re.M,
     )
     assert any(
         j["name"] == "cli-flow"
@@ -537,25 +540,26 @@ def test_another_teams_job_is_refused_and_an_admin_names_the_team(stack, home):
     assert view["team"] == "team-a" and view["status"] in ("Pending", "Admitted", "Running")
 
 
-def test_teams_shows_bars(stack, home):
+def test_teams_shows_a_row_and_a_bar_per_resource(stack, home):
     text = ok(run(stack, "teams", home=home))
     assert text.startswith("bar = quota + borrow limit:  # admitted by Kueue")
     assert re.search(
-        r"^team-a\s+\(namespace hyperpod-ns-team-a, queue hyperpod-ns-team-a-localqueue\)$", text, re.M
+        r"^team-a  namespace hyperpod-ns-team-a, queue hyperpod-ns-team-a-localqueue$", text, re.M
     )
-    gpu = re.search(
-        r"^  nvidia.com/gpu\s+\[([#\-.:>]{30})\] "
-        r"in flight (\d+) / quota 256 \(\+64 borrow\), admitted \d+ · cap 640$",
+    assert re.search(
+        r"^  priorities  inference-priority, training-priority, "
+        r"experimentation-priority \(default\)$",
         text,
         re.M,
     )
+    assert re.search(r"^  RESOURCE\s+QUOTA\s+BORROW\s+ADMITTED\s+IN FLIGHT\s+CAP$", text, re.M)
+    gpu = re.search(r"^  nvidia.com/gpu\s+256\s+\+64\s+(\d+)\s+(\d+)\s+640\s+\[([#\-.:>]{24})\]$", text, re.M)
     assert gpu, text
-    bar, in_flight = gpu.groups()
+    _admitted, in_flight, bar = gpu.groups()
     # in flight: admitted by Kueue (#) or queued (-)
     assert ("#" in bar or "-" in bar) == (int(in_flight) > 0) and bar.endswith(":")
-    assert re.search(
-        r"^  memory\s+\[[#\-.:>]{30}\] in flight [\d.]+\w* / quota 60Ti \(\+15Ti borrow\)", text, re.M
-    )
+    assert re.search(r"^  memory\s+60Ti\s+\+15Ti\s+\S+\s+\S+\s+150Ti\s+\[[#\-.:>]{24}\]$", text, re.M)
+    assert max(len(line) for line in text.splitlines()) <= 100
     views = json.loads(ok(run(stack, "teams", "--output", "json", home=home)))["teams"]
     assert [v["team"] for v in views] == ["team-a"]
 
@@ -615,10 +619,10 @@ def test_topology_from_node_labels_with_a_kubeconfig(stack, home):
 def test_bars_follow_the_legend():
     from topogov_cli.teams import bar
 
-    assert bar(20, 10, 0, 0) == "[" + "." * 20 + ":" * 10 + "]"
-    assert bar(20, 10, 10, 5) == "[" + "#" * 5 + "-" * 5 + "." * 10 + ":" * 10 + "]"
-    assert bar(20, 10, 25, 25) == "[" + "#" * 25 + ":" * 5 + "]"  # borrowing
-    assert bar(20, 10, 60, 0) == "[" + "-" * 29 + ">]"  # in flight beyond quota + borrow
+    assert bar(20, 10, 0, 0, width=30) == "[" + "." * 20 + ":" * 10 + "]"
+    assert bar(20, 10, 10, 5, width=30) == "[" + "#" * 5 + "-" * 5 + "." * 10 + ":" * 10 + "]"
+    assert bar(20, 10, 25, 25, width=30) == "[" + "#" * 25 + ":" * 5 + "]"  # borrowing
+    assert bar(20, 10, 60, 0, width=30) == "[" + "-" * 29 + ">]"  # in flight beyond quota + borrow
     assert bar(256, 64, 1, 0)[1] == "-"  # a little is still visible
     assert bar(0, 0, 0, 0, width=4) == "[    ]"
 

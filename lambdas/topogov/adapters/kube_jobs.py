@@ -113,7 +113,8 @@ class KubeJobs:
             conditions = {
                 c.get("type"): c.get("status") for c in (wl.get("status") or {}).get("conditions") or []
             }
-            if conditions.get("Admitted") != "True":
+            # A finished Workload keeps Admitted=True but Kueue has released its quota.
+            if conditions.get("Admitted") != "True" or conditions.get("Finished") == "True":
                 continue
             for pod_set in (wl.get("spec") or {}).get("podSets") or []:
                 per_pod = pod_requests(pod_set.get("template") or {})
@@ -122,6 +123,27 @@ class KubeJobs:
                     per_pod.gpu * n, per_pod.efa * n, per_pod.cpu_m * n, per_pod.memory * n
                 )
         return total
+
+    def pods_of(self, namespace: str, job_uid: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """The Job's Pods (by the ``batch.kubernetes.io/controller-uid`` label the Job controller
+        sets), at most ``limit``: one call."""
+        resp = self.http.request(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods",
+            query={"labelSelector": f"batch.kubernetes.io/controller-uid={job_uid}", "limit": limit},
+        )
+        if resp.status != 200:
+            raise Unavailable(f"listing the Job's Pods failed: HTTP {resp.status}")
+        return list((resp.body or {}).get("items") or [])
+
+    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+        """Every Workload in ``namespace`` (one call; a team has few)."""
+        resp = self.http.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")
+        if resp.status == 404:
+            return []
+        if resp.status != 200:
+            raise Unavailable(f"listing Workloads in {namespace} failed: HTTP {resp.status}")
+        return list((resp.body or {}).get("items") or [])
 
     def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
         resp = self.http.request(

@@ -344,7 +344,12 @@ def job_status(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> t
         if cond.get("status") == "True" and cond.get("type") == "Failed":
             return "Failed", None
     if not (job.get("spec") or {}).get("suspend", False):
-        return ("Running" if status.get("active") else "Admitted"), None
+        # Admitted until a pod is ready: Kueue unsuspends the Job, the Job controller creates Pods
+        # (gated by Kueue's topology scheduling gate until their nodes are assigned), the scheduler
+        # binds them, the kubelet starts them. ``ready`` is the Job's count of Ready pods (batch/v1,
+        # GA in Kubernetes 1.29); a Job status without it counts active pods instead.
+        running = status.get("ready") if "ready" in status else status.get("active")
+        return ("Running" if running else "Admitted"), None
     if workload is None:
         return "Pending", "waiting for Kueue to create a Workload for the Job"
     conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}

@@ -233,7 +233,10 @@ def list_jobs(team: Annotated[str | None, Query(max_length=63)] = None) -> dict[
     return {"jobs": service().jobs_of(caller(), team)}
 
 
-@app.get("/v1/jobs/<team>/<name>", summary="One job: status and, while pending, why")
+@app.get(
+    "/v1/jobs/<team>/<name>",
+    summary="One job: status, why pending (Kueue's reason), where its pods landed, events",
+)
 def get_job(
     team: Annotated[str, Path(max_length=63)], name: Annotated[str, Path(max_length=63)]
 ) -> dict[str, Any]:

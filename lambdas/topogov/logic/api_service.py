@@ -54,10 +54,21 @@ class JobsPort(Protocol):
     def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def delete(self, namespace: str, name: str) -> bool: ...
     def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
+    def workloads(self, namespace: str) -> list[dict[str, Any]]: ...
+    def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
+    def pods_of(self, namespace: str, job_uid: str) -> list[dict[str, Any]]: ...
     def admitted_usage(self, namespace: str) -> Resources: ...
 
 
 RES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
+
+
+def _released_status(record: dict[str, Any], status: str, why: str | None) -> tuple[str, str | None]:
+    """A cancelled job whose Job is gone is Cancelled, not Vanished."""
+    cancelled = record.get("state") == "released" and record.get("release_reason") == "cancelled"
+    if cancelled and status == "Vanished":
+        return "Cancelled", None
+    return status, why
 
 
 def _now() -> str:
@@ -228,7 +239,10 @@ class ApiService:
         return sorted(self.policy.teams_for_principal(caller))
 
     def job(self, caller: str, team: str, name: str) -> dict[str, Any]:
+        """One job: its status from the Job and its Workload, Kueue's reason while pending, where its
+        Pods landed (nodes and network domains), and its events (the ledger's and Kueue's)."""
         from topogov.domain.jobs import job_status
+        from topogov.domain.landing import kueue_events, landing, pods_from
 
         self._authorize(caller, team)
         record = self.ledger.get(team, name)
@@ -236,15 +250,15 @@ class ApiService:
             raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
         job = self.jobs.get(record["namespace"], name)
         workload = None
+        placement = None
         if job is not None:
-            workload = self.jobs.workload_for(record["namespace"], (job.get("metadata") or {}).get("uid", ""))
-        status, why = job_status(job, workload)
-        if record.get("state") == "released":
-            status = (
-                {"Vanished": "Cancelled"}.get(status, status)
-                if record.get("release_reason") == "cancelled"
-                else status
-            )
+            uid = (job.get("metadata") or {}).get("uid", "")
+            workload = self.jobs.workload_for(record["namespace"], uid)
+            if not (job.get("spec") or {}).get("suspend", False) or (job.get("status") or {}).get("active"):
+                pods = pods_from(self.jobs.pods_of(record["namespace"], uid))
+                placement = landing(pods, self._snapshot_nodes())
+        status, why = _released_status(record, *job_status(job, workload))
+        events = [*record.get("events", []), *kueue_events(workload)]
         return {
             "team": team,
             "name": name,
@@ -256,19 +270,42 @@ class ApiService:
             "submitted_at": record.get("submitted_at"),
             "decision": record.get("decision"),
             "fallback": record.get("fallback"),
-            "events": record.get("events", []),
+            "placement": placement,
+            "events": sorted(events, key=lambda e: e.get("at") or ""),
         }
 
+    def _snapshot_nodes(self) -> dict[str, Any]:
+        try:
+            return dict(self._snapshot().nodes)
+        except TopologyUnavailable:
+            return {}
+
     def jobs_of(self, caller: str, team: str | None) -> list[dict[str, Any]]:
+        """The jobs of ``team`` (else of every team the caller sees) with their status: two list calls
+        per team (Jobs and Workloads), not one per job."""
+        from topogov.domain.jobs import job_status
+
         teams = [team] if team else self.visible_teams(caller)
         out = []
         for t in teams:
-            self._authorize(caller, t)
-            for r in self.ledger.list(t):
+            namespace = self._authorize(caller, t).namespace
+            records = self.ledger.list(t)
+            if not records:
+                continue
+            live = {j["metadata"]["name"]: j for j in self.jobs.list_jobs(namespace)}
+            by_uid = {
+                (w.get("metadata") or {}).get("labels", {}).get("kueue.x-k8s.io/job-uid"): w
+                for w in self.jobs.workloads(namespace)
+            }
+            for r in records:
+                job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None
+                workload = by_uid.get((job or {}).get("metadata", {}).get("uid")) if job else None
+                status, _ = _released_status(r, *job_status(job, workload))
                 out.append(
                     {
                         "team": t,
                         "name": r["name"],
+                        "status": status,
                         "state": r.get("state"),
                         "submitted_by": r.get("submitted_by"),
                         "submitted_at": r.get("submitted_at"),
