@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
@@ -98,9 +99,18 @@ def report(args: argparse.Namespace, exc: Any) -> None:
         return
     if getattr(args, "output", "text") == "json" and exc.body is not None:
         print(json.dumps(exc.body, indent=2))
-    print(f"{name}: {exc.message}", file=sys.stderr)
+    print(_wrap(f"{name}: {exc.message}"), file=sys.stderr)
     for line in detail_lines(exc.details, exc.code):
         print("  " + line, file=sys.stderr)
+
+
+def _wrap(text: str) -> str:
+    import textwrap
+
+    columns = terminal_width()
+    if not columns:
+        return text
+    return textwrap.fill(text, columns, subsequent_indent="    ", break_on_hyphens=False)
 
 
 def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -177,10 +187,37 @@ def table(headers: list[str], rows: Iterable[Iterable[Any]]) -> str:
     return render_table(headers, [list(r) for r in rows])
 
 
+def terminal_width() -> int | None:
+    """Where to wrap long values and messages: ``$COLUMNS`` when set, else the terminal's width
+    when stdout is a terminal (at least 60); None (no wrapping) for a pipe or a file, so scripts
+    and ``grep`` see one line per message."""
+    import shutil
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return max(60, int(os.environ["COLUMNS"]))
+    if sys.stdout.isatty():
+        return max(60, shutil.get_terminal_size((100, 24)).columns)
+    return None
+
+
 def fields(pairs: Iterable[tuple[str, Any]]) -> str:
+    """``key  value`` lines, keys aligned; a long value wraps under itself (a value that already
+    spans lines is kept as it is)."""
+    import textwrap
+
     pairs = [(k, v) for k, v in pairs if v not in (None, "")]
     width = max((len(k) for k, _ in pairs), default=0)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in pairs)
+    columns = terminal_width()
+    room = (columns or 0) - width - 2
+    lines = []
+    for k, v in pairs:
+        text = str(v)
+        if columns and "\n" not in text and len(text) > room:
+            text = ("\n" + " " * (width + 2)).join(
+                textwrap.wrap(text, room, break_on_hyphens=False, break_long_words=False)
+            )
+        lines.append(f"{k.ljust(width)}  {text}")
+    return "\n".join(lines)
 
 
 def detail_lines(details: Mapping[str, Any], code: str | None) -> list[str]:

@@ -19,6 +19,7 @@ from topogov_cli.common import (
     print_json,
     seg,
     table,
+    terminal_width,
     topology_text,
     usage,
 )
@@ -33,7 +34,7 @@ def add_parser(sub: Any) -> None:
         "List the jobs of your teams (or of --team): NAME, TEAM, STATUS (as `topogov job` shows it: "
         "Pending, Admitted, Running, Succeeded, Failed, Cancelled, Vanished), CHARGE (the in-flight "
         "charge: held or released), PRIORITY, TOPOLOGY (and 'relaxed' once a fallback relaxed it), "
-        "SUBMITTED.",
+        "AGE (since submission; --output json has the time).",
     )
     jobs.add_argument("--team", metavar="TEAM", help="only this team")
     add_api_options(jobs)
@@ -84,11 +85,28 @@ def run_jobs(args: argparse.Namespace) -> int:
         [j["name"], j.get("team", ""), j.get("status") or "-", CHARGES.get(j.get("state") or "", "-"),
          j.get("priority_class") or "-",
          topology_text(j.get("topology")) + (" (relaxed)" if j.get("fallback_at") else ""),
-         j.get("submitted_at") or "-"]
+         age(j.get("submitted_at"))]
         for j in items
     ]  # fmt: skip
-    print(table(["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "SUBMITTED"], rows))
+    print(table(["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "AGE"], rows))
     return EXIT_OK
+
+
+def age(stamp: str | None) -> str:
+    """Time since ``stamp`` as kubectl shows ages: 45s, 12m, 3h, 5d."""
+    import datetime as dt
+
+    if not stamp:
+        return "-"
+    try:
+        then = dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return stamp
+    s = max(0, int((dt.datetime.now(dt.UTC) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size * (2 if unit != "m" else 1):
+            return f"{s // size}{unit}"
+    return f"{s}s"
 
 
 def team_of(api: Any, name: str, team: str | None) -> str:
@@ -130,31 +148,45 @@ def landed_text(placement: Mapping[str, Any] | None) -> str | None:
     return f"{text}  [{phases}]" if phases else text
 
 
-def node_rows(placement: Mapping[str, Any]) -> list[str]:
+def domain_rows(placement: Mapping[str, Any]) -> list[str]:
+    """Where a job's pods are, per deepest network domain (its nodes and pods there); the layers
+    all of them share are named once above the table, so it fits the terminal. The nodes one by
+    one are in ``--output json`` (``placement.by_node``)."""
     rows = placement.get("by_node") or []
     depth = max((len(r.get("path") or []) for r in rows), default=0)
-    headers = ["NODE", "PODS", *(f"LAYER-{i}" for i in range(1, depth + 1))]
-    body = [[r["node"], r["pods"], *((r.get("path") or []) + ["-"] * depth)[:depth]] for r in rows]
-    lines = ["  " + line for line in table(headers, body[:MAX_NODE_ROWS]).splitlines()]
+    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get("path") or ()), []).append(r)
+    paths = list(groups)
+    shared = 0
+    while shared < depth - 1 and all(len(p) > shared and p[shared] == paths[0][shared] for p in paths):
+        shared += 1
+    lines = []
+    if shared:
+        lines.append("  all under " + ", ".join(f"layer-{i + 1} {paths[0][i]}" for i in range(shared)))
+    headers = [*(f"LAYER-{i}" for i in range(shared + 1, depth + 1)), "NODES", "PODS"]
+    body = [
+        [*(list(path) + ["(no topology)"] * depth)[shared:depth], len(group), sum(r["pods"] for r in group)]
+        for path, group in sorted(groups.items())
+    ]
+    lines += ["  " + line for line in table(headers, body[:MAX_NODE_ROWS]).splitlines()]
     if len(body) > MAX_NODE_ROWS:
-        lines.append(f"  ... {len(body) - MAX_NODE_ROWS} more nodes (--output json lists all)")
+        lines.append(f"  ... {len(body) - MAX_NODE_ROWS} more domains (--output json lists every node)")
+    if len(rows) <= 4:
+        lines.append(wrapped("  nodes: " + ", ".join(r["node"] for r in rows), 4))
     if placement.get("unknown_nodes"):
         lines.append(f"  not in the topology snapshot yet: {', '.join(placement['unknown_nodes'])}")
     return lines
 
 
-def width() -> int:
-    """The terminal's width (100 when not a terminal), at least 60."""
-    import shutil
-
-    return max(60, shutil.get_terminal_size((100, 24)).columns)
-
-
 def wrapped(text: str, indent: int) -> str:
-    """``text`` wrapped to the terminal, continuation lines indented by ``indent``."""
+    """``text`` wrapped to the terminal (not for a pipe), continuation lines indented by ``indent``."""
     import textwrap
 
-    lines = textwrap.wrap(text, width() - indent, break_on_hyphens=False, break_long_words=False)
+    columns = terminal_width()
+    if not columns:
+        return text
+    lines = textwrap.wrap(text, columns - indent, break_on_hyphens=False, break_long_words=False)
     return ("\n" + " " * indent).join(lines)
 
 
@@ -173,6 +205,11 @@ def event_line(e: Mapping[str, Any]) -> str:
     return f"  {e.get('at', '-')}  {e.get('what', '-')}" + (f"  ({extra})" if extra else "")
 
 
+def relaxed(view: Mapping[str, Any]) -> str:
+    fb = view.get("fallback") or {}
+    return f", relaxed to preferred {level_name(fb.get('level'))} at {fb['at']}" if fb.get("at") else ""
+
+
 def job_text(view: Mapping[str, Any]) -> str:
     d = view.get("decision") or {}
     topo = d.get("topology") or {}
@@ -183,20 +220,16 @@ def job_text(view: Mapping[str, Any]) -> str:
         [
             ("job", f"{view['name']}  (team {view['team']}, namespace {view.get('namespace')})"),
             ("status", view.get("status")),
-            (
-                "why pending",
-                wrapped(view["why_pending"], 13)
-                if view.get("status") == "Pending" and view.get("why_pending")
-                else None,
-            ),
+            ("why pending", view.get("why_pending") if view.get("status") == "Pending" else None),
             ("charge", f"in-flight charge {charge} (ledger state {state})" if state else None),
             ("submitted", f"{view.get('submitted_at')} by {view.get('submitted_by')}"),
             ("priority", f"{d['priority_class']} ({d['priority_value']})" if d else None),
             ("pods", d.get("pods")),
             ("landed", landed_text(view.get("placement"))),
-            ("topology", topology_text(topo) if d else None),
+            ("topology", (topology_text(topo) + relaxed(view)) if d else None),
             ("why", topo.get("reason")),
-            ("domain then", topo.get("domain_now")),
+            # where the API saw room at submission; once placed, "landed" says where Kueue put it
+            ("domain then", None if (view.get("placement") or {}).get("placed") else topo.get("domain_now")),
             (
                 "fallback",
                 f"relaxed to preferred {level_name(topo.get('level'))} if not admitted in {duration(after)}"
@@ -213,7 +246,7 @@ def job_text(view: Mapping[str, Any]) -> str:
     )
     placement = view.get("placement") or {}
     if placement.get("by_node"):
-        lines += "\n\nnodes\n" + "\n".join(node_rows(placement))
+        lines += "\n\nwhere\n" + "\n".join(domain_rows(placement))
     events = view.get("events") or []
     if events:
         lines += "\n\nevents\n" + "\n".join(event_line(e) for e in events)

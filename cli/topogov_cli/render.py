@@ -13,8 +13,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     widths = [len(h) for h in headers]
     for r in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
-    lines = ["   ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(lines)
 
 
@@ -33,6 +33,28 @@ def label_table(nodes: Iterable[Mapping[str, Any]], layers: int = 4) -> str:
             ]
         )
     return table(headers, rows)
+
+
+def joined(parts: Sequence[str], width: int = 100, indent: int = 2) -> str:
+    """``parts`` joined by `` · ``, broken between parts so no line passes ``width``."""
+    import textwrap
+
+    lines = [""]
+    for part in parts:
+        if len(part) > width - indent:  # a part longer than a line wraps on its own lines
+            first = not lines[-1].strip()
+            wrapped = textwrap.wrap(
+                part, width, initial_indent="" if first else " " * indent, subsequent_indent=" " * indent * 2
+            )
+            lines = [*lines[:-1], *wrapped] if first else [*lines, *wrapped]
+            lines.append(" " * indent)
+            continue
+        sep = " · " if lines[-1].strip() else ""
+        if lines[-1].strip() and len(lines[-1]) + len(sep) + len(part) > width:
+            lines.append(" " * indent + part)
+        else:
+            lines[-1] += sep + part
+    return "\n".join(line for line in lines if line.strip())
 
 
 def summary_line(s: Mapping[str, Any]) -> str:
@@ -54,7 +76,7 @@ def summary_line(s: Mapping[str, Any]) -> str:
         parts.append(f"not in EC2's answer: {len(s['ec2_missing'])}")
     if not s.get("complete", True):
         parts.append("INCOMPLETE (continues next pass)")
-    return " · ".join(parts)
+    return joined(parts)
 
 
 def governor_line(g: Mapping[str, Any]) -> str:
@@ -64,8 +86,36 @@ def governor_line(g: Mapping[str, Any]) -> str:
     counts = g["counts"]
     parts = [f"{counts[a]} {a}d" for a in ("create", "update", "delete")]
     parts += [f"{counts['hold']} held", f"{counts['unowned']} not ours", f"{counts['unchanged']} unchanged"]
-    line = f"governor ({g['api_version']}): " + ", ".join(parts)
-    line += f" · k8s reads {g['k8s_reads']} writes {g['k8s_writes']}"
+    out = [
+        f"governor ({g['api_version']}): " + ", ".join(parts),
+        f"k8s reads {g['k8s_reads']} writes {g['k8s_writes']}",
+    ]
     if g.get("failures"):
-        line += f" · FAILED {len(g['failures'])} (retried next pass)"
-    return line
+        out.append(f"FAILED {len(g['failures'])} (retried next pass)")
+    return joined(out)
+
+
+def tree_text(tree: Mapping[str, Any], depth: int | None = None) -> str:
+    """The topology tree (``TopologyTree.to_json``) as indented lines, one per domain down to
+    ``depth`` layers (default: all): its id, layer, node count and free GPUs (allocatable minus
+    requested at the last pass), then the nodes without topology labels as one line."""
+    lines = []
+
+    def free(d: Mapping[str, Any]) -> int:
+        return int(d["allocatable"]["gpu"]) - int(d["requested"]["gpu"])
+
+    def emit(d: Mapping[str, Any], indent: int) -> None:
+        gpus = f"{free(d)}/{d['allocatable']['gpu']} GPUs free" if d["allocatable"]["gpu"] else "no GPUs"
+        name = f"{'  ' * indent}{d['id']}"
+        lines.append(f"{name.ljust(30)}  layer-{d['layer']}  {d['node_count']:>5} nodes  {gpus}")
+        if depth is None or d["layer"] < depth:
+            for child in d.get("children") or []:
+                emit(child, indent + 1)
+
+    for root in tree.get("domains") or []:
+        emit(root, 0)
+    unplaced = tree.get("unplaced") or []
+    if unplaced:
+        shown = ", ".join(unplaced[:2]) + (f" and {len(unplaced) - 2} more" if len(unplaced) > 2 else "")
+        lines.append(f"no topology labels: {len(unplaced)} nodes ({shown})")
+    return "\n".join(lines) + "\n"

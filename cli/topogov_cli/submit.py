@@ -230,7 +230,7 @@ def decision_text(answer: Mapping[str, Any], in_flight_now: Mapping[str, int] | 
         head = f"dry run: {name} would be accepted for team {d['team']}; nothing was created or charged"
     else:
         head = (
-            f"submitted {name} for team {d['team']}: Job {d['namespace']}/{name} created, "
+            f"submitted {name} for team {d['team']}: Job {d['namespace']}/{name} created,\n"
             "suspended until Kueue admits it"
         )
     topo = d.get("topology") or {}

@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
     """Add ``topology`` to the top-level ``subparsers``."""
     topo = sub.add_parser(
         "topology",
-        help="print the cluster's network topology (Mermaid, JSON or an SVG picture)",
+        help="print the cluster's network topology (Mermaid, JSON, an SVG picture or a text tree)",
         description=(
             "Print the topology tree. With an API endpoint (see 'endpoint' below), from the API "
             "(GET /v1/topology: the snapshot the API decides on); with --kubeconfig or --context, or "
@@ -41,7 +41,13 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     topo.add_argument(
-        "--format", choices=("mermaid", "json", "svg"), default=None, help="mermaid (default), json or svg"
+        "--format",
+        choices=("mermaid", "json", "svg", "tree"),
+        default=None,
+        help="mermaid (default), json, svg, or tree: one line per domain with its nodes and free GPUs",
+    )
+    topo.add_argument(
+        "--depth", type=int, metavar="N", default=None, help="with --format tree: only layers 1..N"
     )
     topo.add_argument("--out", metavar="FILE", default=None, help="write to FILE instead of stdout")
     kube = topo.add_argument_group("from a cluster's node labels")
@@ -108,6 +114,7 @@ def run_cluster(args: argparse.Namespace, fmt: str) -> int:
     from topogov.domain.tree import to_mermaid
     from topogov_cli.client import CliError
     from topogov_cli.graphviz import DOT_MISSING, dot_path, render_svg
+    from topogov_cli.render import tree_text
 
     if fmt == "svg" and dot_path() is None:
         report(args, CliError(EXIT_USAGE, DOT_MISSING))
@@ -127,6 +134,8 @@ def run_cluster(args: argparse.Namespace, fmt: str) -> int:
     try:
         if fmt == "json":
             write_out(args, json.dumps(tree.to_json(), indent=2))
+        elif fmt == "tree":
+            write_out(args, tree_text(tree.to_json(), args.depth))
         elif fmt == "svg":
             write_out(args, render_svg(tree.to_json()))
         else:
@@ -151,6 +160,7 @@ def topology_format(args: argparse.Namespace) -> str:
 def run_topology_api(args: argparse.Namespace) -> int:
     """``topogov topology`` with an endpoint: ``GET /v1/topology`` (the snapshot the API decides on)."""
     from topogov_cli.graphviz import DOT_MISSING, dot_path, render_svg
+    from topogov_cli.render import tree_text
 
     fmt = topology_format(args)
     if fmt == "svg" and dot_path() is None:
@@ -160,6 +170,8 @@ def run_topology_api(args: argparse.Namespace) -> int:
         write_out(args, api.call("GET", "/v1/topology", query={"format": "mermaid"}, text=True))
     elif fmt == "json":
         write_out(args, json.dumps(api.call("GET", "/v1/topology"), indent=2))
+    elif fmt == "tree":
+        write_out(args, tree_text(api.call("GET", "/v1/topology"), args.depth))
     else:
         try:
             write_out(args, render_svg(api.call("GET", "/v1/topology")))

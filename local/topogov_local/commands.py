@@ -37,10 +37,17 @@ def _bench_api(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     local = sub.add_parser(
         "local",
-        help="run the local stack (EC2, S3, Kubernetes emulation and the reconciler) with a walkthrough",
-        description="Start the local stack, run the walkthrough, then reconcile on a schedule until Ctrl-C.",
+        help="run the local stack (AWS on moto, Kubernetes, Kueue, the functions) with a walkthrough",
+        description=(
+            "Start the local stack (EC2, S3 and DynamoDB on moto; etcd, Kubernetes, Kueue and KWOK "
+            "built from their Go modules; the two functions and the REST API), run the walkthrough, "
+            "then reconcile on a schedule until Ctrl-C."
+        ),
     )
     local.add_argument("--once", action="store_true", help="run the walkthrough and exit 0")
+    local.add_argument(
+        "--no-walkthrough", action="store_true", help="start the stack, run one pass, then reconcile"
+    )
     local.add_argument("--interval", type=float, default=30.0, help="seconds between reconcile passes (30)")
     local.add_argument("--fleet", default=None, help="TYPE=COUNT[@AZ],... (default: 64 p5, 4 p6-b200, 2 c5)")
     local.add_argument("--no-extra-nodes", action="store_true", help="omit the Fargate/hybrid/HyperPod nodes")

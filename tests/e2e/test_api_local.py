@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from tests.stacks import hold_queue, labelled_stack, node_labels, pods_of, wait_until
+from topogov.adapters.kube_jobs import KubeJobs
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
 from topogov_local import events
 from topogov_local.aws_example import AWS_EXAMPLE
@@ -484,11 +485,44 @@ def _annotations(stack, name):
     return {k: v for k, v in job["spec"]["template"]["metadata"]["annotations"].items() if "topology" in k}
 
 
-def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_once(stack, monkeypatch):
+def _workload_topology(stack, name):
+    """The topologyRequest of the Job's Workload: what Kueue schedules."""
+    job = stack.kube().request("GET", f"/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/{name}").body
+    items = (
+        stack.kube()
+        .request(
+            "GET",
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/hyperpod-ns-team-a/workloads",
+            query={"labelSelector": f"kueue.x-k8s.io/job-uid={job['metadata']['uid']}"},
+        )
+        .body["items"]
+    )
+    (workload,) = items
+    request = workload["spec"]["podSets"][0].get("topologyRequest") or {}
+    return {k: v for k, v in request.items() if k in ("required", "preferred")}
+
+
+def _cordon(stack, names, unschedulable=True):
+    for name in names:
+        resp = stack.kube().request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            body={"spec": {"unschedulable": unschedulable}},
+            content_type="application/merge-patch+json",
+        )
+        assert resp.status == 200, resp.body
+
+
+def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_once(stack):
+    """Real Kueue decides: with one node of every layer-3 domain cordoned no layer-3 domain has 4
+    schedulable nodes, so a 4-pod job requiring layer-3 cannot start; past its deadline the pass
+    switches its Workload (what Kueue schedules) and its Job to preferred, and Kueue starts it on
+    the same cordoned cluster. A job with no deadline keeps waiting."""
     import time
 
     from topogov.handlers.reconcile import handler
 
+    level = "topology.k8s.aws/network-node-layer-3"
     required = {"mode": "required", "level": "layer-3", "fallbackAfter": "1s"}
     # Given one job Kueue admits before its deadline
     resp = call(stack, "POST", "/v1/jobs", body=job("fb-admitted", replica_count=1, topology=required))
@@ -497,31 +531,57 @@ def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_onc
         lambda: call(stack, "GET", "/v1/jobs/team-a/fb-admitted").json()["status"] in ("Admitted", "Running"),
         "admitted",
     )
-    # and two Kueue cannot admit (team-a's queue stopped; the governor is off for these passes, or it
-    # would set the queue going again)
-    monkeypatch.setenv("TOPOGOV_GOVERNOR", "false")
-    hold_queue(stack, "hyperpod-ns-team-a-clusterqueue")
+    # and a cluster where no layer-3 domain has 4 schedulable nodes
+    labels = node_labels(stack)
+    by_domain = {}
+    for name, node in sorted(labels.items()):
+        if node.get("node.kubernetes.io/instance-type") == "p5.48xlarge" and level in node:
+            by_domain.setdefault(node[level], name)
+    cordoned = sorted(by_domain.values())
+    _cordon(stack, cordoned)
     try:
         for name, topology in (
             ("fb-waits", required),
             ("fb-no-deadline", {"mode": "required", "level": "layer-3"}),
+            ("fb-half", required),
         ):
-            resp = call(stack, "POST", "/v1/jobs", body=job(name, replica_count=1, topology=topology))
+            resp = call(stack, "POST", "/v1/jobs", body=job(name, replica_count=4, topology=topology))
             assert resp.status_code == 201, resp.text
-        level = "topology.k8s.aws/network-node-layer-3"
-        # (before the deadline nothing happens: tests/unit/test_governor_drift.py, without a clock race)
+        # (fb-half as a pass that stopped between its two patches leaves it: the Job prefers, the
+        # Workload still requires)
+        assert KubeJobs(stack.kube())._relax_job("hyperpod-ns-team-a", "fb-half", level) == "switched"
+        for name in ("fb-waits", "fb-no-deadline", "fb-half"):
+            view = wait_until(
+                lambda n=name: (v := call(stack, "GET", f"/v1/jobs/team-a/{n}").json())["why_pending"] and v,
+                f"Kueue says why {name} waits",
+            )
+            assert view["status"] == "Pending", view
         time.sleep(2.1)  # the deadline (1 s, at the ledger's one-second resolution) passes
         # When the next passes run
         first = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
         second = handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+        # Then the pending job, and only it, was switched to preferred at the same level, once: its
+        # Workload (Kueue does not rebuild a Workload for an annotation change) and its Job
+        assert "team-a/fb-waits" in first and "team-a/fb-admitted" not in first
+        assert "team-a/fb-no-deadline" not in first and second == []
+        assert "team-a/fb-half" in first and _workload_topology(stack, "fb-half") == {"preferred": level}
+        assert _workload_topology(stack, "fb-waits") == {"preferred": level}
+        assert _annotations(stack, "fb-waits") == {"kueue.x-k8s.io/podset-preferred-topology": level}
+        assert _workload_topology(stack, "fb-no-deadline") == {"required": level}
+        assert _annotations(stack, "fb-admitted") == {"kueue.x-k8s.io/podset-required-topology": level}
+        # and Kueue starts the relaxed job on the same cordoned cluster; the other keeps waiting
+        running = wait_until(
+            lambda: (
+                (v := call(stack, "GET", "/v1/jobs/team-a/fb-waits").json())["status"]
+                in ("Admitted", "Running")
+                and v
+            ),
+            "fb-waits starts",
+        )
+        assert not set(cordoned) & {r["node"] for r in (running["placement"] or {}).get("by_node", [])}
+        assert call(stack, "GET", "/v1/jobs/team-a/fb-no-deadline").json()["status"] == "Pending"
     finally:
-        hold_queue(stack, "hyperpod-ns-team-a-clusterqueue", "None")
-    # Then the pending job, and only it, was switched to preferred at the same level, once
-    assert "team-a/fb-waits" in first and "team-a/fb-admitted" not in first
-    assert "team-a/fb-no-deadline" not in first and second == []
-    assert _annotations(stack, "fb-waits") == {"kueue.x-k8s.io/podset-preferred-topology": level}
-    assert _annotations(stack, "fb-admitted") == {"kueue.x-k8s.io/podset-required-topology": level}
-    assert _annotations(stack, "fb-no-deadline") == {"kueue.x-k8s.io/podset-required-topology": level}
+        _cordon(stack, cordoned, unschedulable=False)
     # and the ledger says when and why; GET /v1/jobs/... shows it
     view = call(stack, "GET", "/v1/jobs/team-a/fb-waits").json()
     fallback = view["fallback"]
@@ -532,14 +592,26 @@ def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_onc
         "submitted",
         "topology-fallback",
     ]
-    # and, the queue going again, Kueue admits the relaxed job
-    wait_until(
-        lambda: call(stack, "GET", "/v1/jobs/team-a/fb-waits").json()["status"] in ("Admitted", "Running"),
-        "fb-waits starts",
-    )
     assert call(stack, "GET", "/v1/jobs/team-a/fb-admitted").json()["fallback"] is None
     listed = {j["name"]: j for j in call(stack, "GET", "/v1/jobs?team=team-a").json()["jobs"]}
     assert (
         listed["fb-waits"]["fallback_at"] == fallback["at"]
         and listed["fb-no-deadline"]["fallback_at"] is None
     )
+    assert call(stack, "DELETE", "/v1/jobs/team-a/fb-no-deadline").status_code == 200
+    # The rule the switch relies on, from Kueue itself: its webhook refuses a pod-set change on a
+    # Workload that holds quota (fb-admitted's), so an admitted job is never relaxed
+    admitted = (
+        stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/fb-admitted").body
+    )
+    wl = KubeJobs(stack.kube()).workload_for("hyperpod-ns-team-a", admitted["metadata"]["uid"])
+    refused = stack.kube().request(
+        "PATCH",
+        f"/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads/{wl['metadata']['name']}",
+        body=[
+            {"op": "remove", "path": "/spec/podSets/0/topologyRequest/required"},
+            {"op": "add", "path": "/spec/podSets/0/topologyRequest/preferred", "value": level},
+        ],
+        content_type="application/json-patch+json",
+    )
+    assert refused.status >= 400 and "immutable" in json.dumps(refused.body), refused.body

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,9 @@ def test_reconcile_command_runs_one_pass(stack, capsys):
 
 
 def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
+    """The walkthrough against the real stack: labels, Kueue's objects, refusals, and jobs that
+    Kueue admits, places, preempts and reclaims; every line it prints fits 100 columns, no JSON log
+    line in it (they go to a file), and no step timed out."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     for k in [k for k in env if k.startswith(("TOPOGOV_", "AWS_"))]:
         env.pop(k)
@@ -88,28 +92,45 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         check=False,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert not [line for line in lines if line.startswith("{")], "a JSON log line in the story"
+    assert "(!)" not in text, [line for line in lines if "(!)" in line]
+    # the labeler
     assert "full pass · nodes 75" in text and "EC2 calls 1" in text
     assert "malformed_provider_id 1" in text
     assert "patched 0 · unchanged 68" in text  # the steady pass
     assert "targeted pass · nodes 1" in text
-    assert "flowchart TD" in text and "Layer 4:" in text
-    # the governor: objects created by the first pass, kubectl lists them, a hand edit is planned and
-    # corrected, and one required job falls back to preferred
-    assert (
-        "governor (kueue.x-k8s.io/v1beta1): 14 created" in text and "3 unchanged" in text
-    )  # namespaces: rbac.yaml
+    assert re.search(r"^nn-\w+\s+layer-1\s+32 nodes  256/256 GPUs free$", text, re.M)  # the tree
+    local = Path(tmp_path, ".topogov", "local")
+    mermaid = (local / "topology.mmd").read_text()
+    assert "flowchart TD" in mermaid and "Layer 4:" in mermaid
+    # the governor: objects created by the first pass, kubectl lists them, a hand edit is planned
+    # and corrected
+    assert "14 created" in text and "3 unchanged" in text  # namespaces: rbac.yaml
     assert "clusterqueue.kueue.x-k8s.io/hyperpod-ns-team-a-clusterqueue" in text
     assert "resourceflavor.kueue.x-k8s.io/p6-b200.48xlarge" in text and "topogov-4-layers" in text
     assert 'spec.stopPolicy: "Hold" -> "None"' in text and "(edited by hand)" in text
     assert "0 created, 1 updated, 0 deleted" in text
-    assert "fallbacks this pass: ['team-a/wide-l2']" in text
-    assert "topology-fallback" in text
-    local = Path(tmp_path, ".topogov", "local")
+    assert "refused (422 TOPOLOGY_INFEASIBLE)" in text and "refused (422 PRIORITY_NOT_ALLOWED)" in text
+    # jobs that run: AWS's example in one layer-3 domain, a job from Admitted to Succeeded
+    assert re.search(r"^landed +10 of 10 pods on \d+ nodes?, one layer-3 domain \(nn-\w+\)", text, re.M)
+    assert re.search(r"^  Admitted [\d.]+s -> Running [\d.]+s -> Succeeded [\d.]+s$", text, re.M)
+    # borrowing and reclaiming, waiting for another job, priority preemption (Kueue's own reasons)
+    assert "kueue: Preempted (InCohortReclamation)" in text and "kueue: Preempted (InClusterQueue)" in text
+    assert "c-exp Succeeded; c-next Running" in text and "c-next Succeeded; a-big Running" in text
+    # the fallback relaxes a job that could not start, and Kueue starts it
+    assert "fallbacks this pass: team-a/wide-l2" in text
+    assert re.search(r"^wide-l2 +team-a +Running .*required layer-2 \(relaxed\)", text, re.M)
+    # the in-flight cap holds under a burst
+    burst = re.search(r"-> (\d+) x 201, (\d+) x 429; in flight 0 -> (\d+) of 256 GPUs", text)
+    assert burst and int(burst[2]) > 0 and int(burst[3]) <= 256
+    assert (local / "logs" / "functions.log").read_text().startswith("{")
     assert (local / "kubeconfig").exists() and (local / "aws-credentials").exists()
     assert not (local / "endpoints.json").exists()  # removed on exit
 

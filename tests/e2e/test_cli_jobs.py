@@ -45,11 +45,12 @@ def home(tmp_path_factory):
 def run(stack, *argv, profile="topogov-team-a", endpoint=True, cwd=None, home=None, **env_extra):
     """``python -m topogov_cli.main ARGV`` as a data scientist runs it: credentials from a profile of
     the stack's shared-credentials file, the endpoint from TOPOGOV_ENDPOINT (unless ``endpoint`` is
-    False), and no AWS keys or Topogov settings inherited from the test process."""
+    False), and no AWS keys or Topogov settings inherited from the test process (nor COLUMNS,
+    which pytest's workers set: output to a pipe is never wrapped)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("AWS_", "TOPOGOV_", "POWERTOOLS_", "KUBECONFIG"))
+        if not k.startswith(("AWS_", "TOPOGOV_", "POWERTOOLS_", "KUBECONFIG", "COLUMNS"))
     }
     env.update(
         {
@@ -130,7 +131,12 @@ def test_submit_a_high_level_job_that_fits_prints_the_decision(stack, home):
     assert re.search(r"^priority\s+experimentation-priority \(100\)$", text, re.M)
     assert re.search(r"^pods\s+4$", text, re.M)
     assert re.search(r"^topology\s+required layer-3$", text, re.M)
-    assert re.search(r"^why\s+required at layer-3: nn-\w+ can hold all 4 pods", text, re.M)
+    flat = re.sub(r"\n {4,}", " ", text)  # a long value wraps under itself
+    assert re.search(
+        r"^why\s+required at layer-3: a domain can hold all 4 pods \(now: nn-\w+; Kueue picks which\)",
+        flat,
+        re.M,
+    )
     assert re.search(r"^domain now\s+nn-\w+$", text, re.M)
     assert re.search(r"^nvidia.com/gpu\s+32\s+256\s+64\s+\d+ -> \d+\s+640$", text, re.M)
     job = stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/cli-fits").body
@@ -277,7 +283,8 @@ def test_a_required_topology_that_can_never_fit_says_which_level_would(stack, ho
         home=home,
     )
     assert out.returncode == 1, out.stdout + out.stderr
-    first, *details = out.stderr.splitlines()
+    # the headline (wrapped to the terminal: continuation lines indented by 4), then the details
+    first, *details = re.sub(r"\n {4}(?=\S)", " ", out.stderr).splitlines()
     assert first.startswith("topogov submit: refused (422 TOPOLOGY_INFEASIBLE): no layer-3 domain")
     assert first.endswith("layer-2 would")
     assert "  largest domain holds: 4" in details
@@ -494,10 +501,10 @@ def _list_show_and_cancel(stack, home):
     used = in_flight_gpu(stack, home)
     # Then `jobs` lists it in a table
     table = ok(run(stack, "jobs", home=home))
-    assert re.match(r"NAME\s+TEAM\s+STATUS\s+CHARGE\s+PRIORITY\s+TOPOLOGY\s+SUBMITTED\n", table)
+    assert re.match(r"NAME\s+TEAM\s+STATUS\s+CHARGE\s+PRIORITY\s+TOPOLOGY\s+AGE\n", table)
     # with the status `job` shows (one vocabulary) and the charge
     assert re.search(
-        r"^cli-flow\s+team-a\s+Pending\s+held\s+experimentation-priority\s+preferred layer-3\s+\d{4}-",
+        r"^cli-flow\s+team-a\s+Pending\s+held\s+experimentation-priority\s+preferred layer-3\s+\d+[smhd]$",
         table,
         re.M,
     )

@@ -32,14 +32,14 @@ def _children(pid_log: Path, before: int) -> list[int]:
 def _start(tmp_path: Path, pid_log: Path) -> tuple[subprocess.Popen[str], list[int]]:
     before = len(pid_log.read_text().splitlines()) if pid_log.exists() else 0
     proc = subprocess.Popen(
-        [sys.executable, "-m", "topogov_cli.main", "local", "--api-port", "0",
+        [sys.executable, "-m", "topogov_cli.main", "local", "--api-port", "0", "--no-walkthrough",
          "--dir", str(tmp_path / "state"), "--interval", "3600"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "TOPOGOV_CHILD_PIDS": str(pid_log)},
     )  # fmt: skip
     deadline = time.monotonic() + 120
     assert proc.stdout is not None
-    for line in proc.stdout:  # the walkthrough runs, then the stack reconciles on its interval
+    for line in proc.stdout:  # the stack starts, one pass runs, then it reconciles on its interval
         if "Reconciling every" in line or time.monotonic() > deadline:
             break
     children = _children(pid_log, before)

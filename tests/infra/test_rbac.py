@@ -212,7 +212,7 @@ def test_reconciler_has_exactly_its_permissions() -> None:
     )
     for ns in _team_namespaces():
         expected |= _set(ns, "batch", ("jobs",), ("get", "list", "patch", "delete")) | _set(
-            ns, KUEUE, ("workloads",), ("get", "list")
+            ns, KUEUE, ("workloads",), ("get", "list", "patch")
         )
     assert _grants(RECONCILER) == expected
 

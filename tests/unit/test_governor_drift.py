@@ -131,7 +131,7 @@ def test_plan_text_lists_changes_counts_and_warnings():
     ]
     plan.warnings = ["nominal nvidia.com/gpu quotas add up to 9, the cluster has 8"]
     assert format_plan(plan) == (
-        "Kueue objects (kueue.x-k8s.io/v1beta1) for 1 GPU flavor(s) [p5.48xlarge in topogov-3-layers]:\n"
+        "Kueue objects (kueue.x-k8s.io/v1beta1) for 1 GPU flavor(s): p5.48xlarge in topogov-3-layers\n"
         "  + create   LocalQueue ns-a/lq\n"
         "  ~ update   ClusterQueue cq\n"
         "        spec.stopPolicy: x -> y\n"
@@ -223,7 +223,9 @@ def test_before_the_deadline_admitted_already_done_or_not_required_nothing_happe
         assert ledger.recorded == []
 
 
-def test_a_switch_whose_record_was_lost_is_recorded_without_patching_again():
-    ledger, jobs = Ledger(), Jobs()
+def test_a_switch_whose_record_was_lost_is_recorded_and_its_workload_checked_again():
+    # The Job already prefers LEVEL (an earlier pass patched it and stopped before recording): the
+    # relax is asked again, for the Workload Kueue schedules, and answers "already"
+    ledger, jobs = Ledger(), Jobs(outcome="already")
     assert fall_back("a", record(), job({PREFERRED_ANNOTATION: LEVEL}), ledger, jobs, NOW)
-    assert jobs.patched == [] and len(ledger.recorded) == 1
+    assert jobs.patched == [("ns", "j", LEVEL)] and len(ledger.recorded) == 1

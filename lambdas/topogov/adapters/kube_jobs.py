@@ -51,14 +51,77 @@ class KubeJobs:
         return True
 
     def relax_topology(self, namespace: str, name: str, level: str) -> str:
-        """Switch a suspended Job's pod-template annotation from required to preferred ``level``.
+        """Switch a pending job from requiring topology ``level`` to preferring it.
 
-        One JSON patch whose ``test`` operations make it atomic: it applies only while the Job is
-        still suspended and still requires ``level`` (Kubernetes allows a suspended Job's template
-        annotations to change; Kueue then rebuilds the Job's Workload). Returns ``switched``, or
-        ``already`` (it prefers ``level`` already), ``running`` (no longer suspended), ``gone``, or
-        ``changed`` (its annotations are something else now).
-        """
+        Kueue schedules the Workload, not the Job, and builds the Workload from the Job once: it does
+        not rebuild it when only the pod template's annotations change (kueue v0.17
+        ``pkg/controller/jobframework/reconciler.go`` ``EquivalentToWorkload`` compares pod counts
+        and pod specs, not annotations). So both are switched: first the suspended Job's pod-template
+        annotation (one JSON patch whose ``test`` operations make it apply only while the Job is
+        suspended and still requires ``level``), then the Workload's ``topologyRequest`` (one JSON
+        patch that applies only while its pod set still requires ``level``; Kueue's webhook refuses
+        any pod-set change once the Workload holds quota: ``pkg/webhooks/workload_webhook.go``
+        ``ValidateWorkloadUpdate``). In that order a pass that stops in between leaves a Job that
+        prefers ``level`` and a Workload that requires it, which the next pass switches; and a job
+        Kueue admits in between ran as required, which is what it asked for. Without a Workload yet,
+        the Job alone (Kueue builds the Workload from it). Returns ``switched``, ``already`` (both
+        prefer ``level`` already), ``running`` (admitted meanwhile, or no longer suspended),
+        ``gone``, or ``changed`` (someone else changed it)."""
+        job = self.get(namespace, name)
+        if job is None:
+            return "gone"
+        if not job["spec"].get("suspend", False):
+            return "running"
+        annotated = self._relax_job(namespace, name, level)
+        if annotated not in ("switched", "already"):
+            return annotated
+        workload = self.workload_for(namespace, (job.get("metadata") or {}).get("uid", ""))
+        if workload is None:
+            return "switched"
+        outcome = self._relax_workload(namespace, workload, level)
+        return (
+            "switched"
+            if outcome == "switched" or (outcome, annotated) == ("already", "switched")
+            else outcome
+        )
+
+    def _relax_workload(self, namespace: str, workload: dict[str, Any], level: str) -> str:
+        pod_sets = (workload.get("spec") or {}).get("podSets") or []
+        requests = [(ps.get("topologyRequest") or {}) for ps in pod_sets]
+        if any(r.get("preferred") == level and "required" not in r for r in requests) and not any(
+            r.get("required") == level for r in requests
+        ):
+            return "already"
+        index = next((i for i, r in enumerate(requests) if r.get("required") == level), None)
+        if index is None:
+            return "changed"
+        base = f"/spec/podSets/{index}/topologyRequest"
+        patch = [
+            {"op": "test", "path": "/metadata/uid", "value": workload["metadata"]["uid"]},
+            {"op": "test", "path": f"{base}/required", "value": level},
+            {"op": "remove", "path": f"{base}/required"},
+            {"op": "add", "path": f"{base}/preferred", "value": level},
+        ]
+        path = f"{KUEUE}/namespaces/{namespace}/workloads/{workload['metadata']['name']}"
+        resp = self.http.request("PATCH", path, body=patch, content_type=JSON_PATCH)
+        if 200 <= resp.status < 300:
+            return "switched"
+        if resp.status == 404:
+            return "gone"
+        if resp.status not in (400, 403, 409, 422):  # a failed test, or Kueue's webhook refusing
+            raise Unavailable(f"patching the Workload failed: HTTP {resp.status}")
+        conditions = {
+            c.get("type"): c.get("status") for c in (workload.get("status") or {}).get("conditions") or []
+        }
+        fresh = self.http.request("GET", path)
+        if fresh.status == 200:
+            conditions = {
+                c.get("type"): c.get("status")
+                for c in (fresh.body.get("status") or {}).get("conditions") or []
+            }
+        return "running" if conditions.get("QuotaReserved") == "True" else "changed"
+
+    def _relax_job(self, namespace: str, name: str, level: str) -> str:
         path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
         ann = "/spec/template/metadata/annotations/"
         required = ann + REQUIRED_ANNOTATION.replace("/", "~1")

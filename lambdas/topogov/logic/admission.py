@@ -335,7 +335,10 @@ def topology_decision(
         mode="required",
         level=level,
         domain_now=domain_now,
-        reason=f"required at {level_name(level)}: {feas.fit.domain} can hold all {shape.pods} pods"
+        reason=(
+            f"required at {level_name(level)}: a domain can hold all {shape.pods} pods "
+            f"(now: {feas.fit.domain}; Kueue picks which)"
+        )
         + ("" if domain_now else " once running work finishes"),
         fallback_after_s=parse_duration(spec.fallbackAfter) if spec.fallbackAfter else None,
     )

@@ -94,19 +94,16 @@ def fall_back(
     if waited == float("inf") or waited < after:
         return False
     annotations = ((job.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations") or {}
-    level = annotations.get(REQUIRED_ANNOTATION)
+    # A preferred annotation: switched by an earlier pass that could not record it (its Workload is
+    # switched again if that pass stopped between the two patches).
+    level = annotations.get(REQUIRED_ANNOTATION) or annotations.get(PREFERRED_ANNOTATION)
     if level is None:
-        level = annotations.get(PREFERRED_ANNOTATION)
-        if level is None:
-            return False  # neither: changed by someone else, nothing to relax
-        why = None
-        outcome = "already"  # switched by an earlier pass that could not record it
-    else:
-        workload = jobs.workload_for(record["namespace"], (job.get("metadata") or {}).get("uid", ""))
-        status, why = job_status(job, workload)
-        if status != "Pending":
-            return False
-        outcome = jobs.relax_topology(record["namespace"], record["name"], level)
+        return False  # neither: changed by someone else, nothing to relax
+    workload = jobs.workload_for(record["namespace"], (job.get("metadata") or {}).get("uid", ""))
+    status, why = job_status(job, workload)
+    if status != "Pending":
+        return False
+    outcome = jobs.relax_topology(record["namespace"], record["name"], level)
     if outcome not in ("switched", "already"):
         return False
     deadline = now - dt.timedelta(seconds=waited - after)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import enum
 import logging
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -165,7 +166,8 @@ def format_plan(plan: Plan) -> str:
     if plan.skipped:
         return f"Nothing to plan: {plan.skipped}\n"
     shown = ", ".join(f"{f} in {plan.topologies[f]}" if f in plan.topologies else f for f in plan.flavors)
-    lines.append(f"Kueue objects ({plan.api_version}) for {len(plan.flavors)} GPU flavor(s) [{shown}]:")
+    head = f"Kueue objects ({plan.api_version}) for {len(plan.flavors)} GPU flavor(s): {shown}"
+    lines.append(textwrap.fill(head, 100, subsequent_indent="    ", break_on_hyphens=False))
     for change in plan.changes:
         lines.append(f"  {SYMBOL[change.action]} {change.action:<8} {change.object}")
         for d in change.diff:

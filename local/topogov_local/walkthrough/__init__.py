@@ -1,0 +1,114 @@
+"""``topogov local``: the local stack, a walkthrough (labels, Kueue's objects, the API, jobs that run),
+then reconcile passes on a schedule until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from topogov_cli.common import EXIT_OK
+from topogov_cli.render import label_table, summary_line
+from topogov_local.walkthrough.console import Console, shown
+
+
+def walkthrough(stack: Any) -> None:
+    from topogov_local.walkthrough.api import burst, refusals
+    from topogov_local.walkthrough.governor import governor
+    from topogov_local.walkthrough.jobs import jobs, ledger
+    from topogov_local.walkthrough.labeler import labeler
+
+    c = Console(stack)
+    labeler(c)  # steps 1-6
+    governor(c)  # 7
+    if stack.api is None:
+        return
+    refusals(c)  # 8
+    n = jobs(c, 9)  # 9-13
+    ledger(c, n)
+    burst(c, n + 1)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived (SIGINT, SIGTERM, SIGHUP). A BaseException, so no ``except Exception``
+    on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _functions_log(stack: Any) -> str:
+    """The functions' JSON logs go to a file, as Lambda sends them to CloudWatch Logs, so the story
+    stays readable; the file is named once."""
+    from topogov.observability import logger
+
+    path = stack.dir / "logs" / "functions.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logger.registered_handler
+    if isinstance(handler, logging.StreamHandler):
+        handler.setStream(path.open("a", encoding="utf-8"))
+    return str(path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from topogov_local import events, fleet
+    from topogov_local.stack import LocalStack, StackOptions
+    from topogov_local.walkthrough.labeler import invoke
+
+    options = StackOptions(
+        directory=args.dir,
+        fleet=args.fleet or fleet.DEFAULT_FLEET,
+        extra_nodes=not args.no_extra_nodes,
+        ec2_rate=args.ec2_rate,
+        api_port=args.api_port,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        # Unwind whatever runs now (a walkthrough step, a pass): the stack stops in `finally`, its
+        # children within ProcessManager's grace. A closed terminal (SIGHUP) is a stop like Ctrl-C.
+        stop.set()
+        raise Stopped(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO")  # read when the Logger is created
+    print("Starting the local stack (EC2 + S3 on moto, etcd, Kubernetes, Kueue, KWOK) ...", flush=True)
+    stack = LocalStack(options)
+    try:
+        stack.start()
+        os.environ.update(stack.env())
+        os.environ["TOPOGOV_ENDPOINT"] = stack.api.url if stack.api else ""
+        os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(stack.credentials)
+        log = _functions_log(stack)
+        endpoints = json.loads(stack.endpoints_file.read_text())
+        print(f"ready: API {endpoints.get('api')} · Kubernetes {endpoints.get('kubernetes')}", flush=True)
+        print(f"kubectl: export KUBECONFIG={shown(stack.kubeconfig)}", flush=True)
+        print(f"the functions' logs: {shown(log)}", flush=True)
+        if args.no_walkthrough:
+            print(summary_line(invoke(events.scheduled_event())), flush=True)
+        else:
+            walkthrough(stack)
+        if args.once:
+            print("\nWalkthrough done (--once): stopping the stack.", flush=True)
+            return EXIT_OK
+        print(f"\nReconciling every {args.interval:g}s; Ctrl-C stops the stack.", flush=True)
+        while not stop.wait(args.interval):
+            summary = invoke(events.scheduled_event())
+            print(summary_line(summary), flush=True)
+            if summary.get("patched"):
+                print(label_table(stack.kube().request("GET", "/api/v1/nodes").body["items"]), flush=True)
+        return EXIT_OK
+    except Stopped as stopped:
+        print(f"\n{signal.Signals(stopped.signum).name}: stopping the stack", flush=True)
+        return 128 + stopped.signum if stopped.signum != signal.SIGINT else 130
+    finally:
+        stack.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sys.stdout.flush()

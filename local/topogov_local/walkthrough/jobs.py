@@ -1,0 +1,209 @@
+"""Walkthrough, part 4: jobs that run. Kueue (the real one, v0.17.0) admits, places, preempts and
+reclaims with the objects the governor wrote; KWOK runs the pods on the simulated nodes.
+
+The story needs the default fleet's shape (64 p5.48xlarge: 2 layer-1 domains of 32 nodes, 4
+layer-2 of 16, 16 layer-3 of 4); with another fleet it is skipped. Every figure printed is read
+from the system (the ClusterQueues, the API, Kueue's messages), not assumed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from topogov.domain.labels import layer_label
+from topogov_cli.render import joined
+from topogov_local.walkthrough.api import GPU_JOB
+from topogov_local.walkthrough.console import Console, shown
+from topogov_local.walkthrough.labeler import invoke
+
+NS_A = "hyperpod-ns-team-a"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+P5 = "p5.48xlarge"
+POD_COLUMNS = "custom-columns=NAME:.metadata.name,STATUS:.status.phase,NODE:.spec.nodeName"
+
+A, B, C, ADMIN = "topogov-team-a", "topogov-team-b", "topogov-team-c", "topogov-admin"
+
+
+def submit(c: Console, profile: str, name: str, pods: int, *flags: str, run_s: int) -> None:
+    """A high-level GPU job of ``pods`` x 8 GPUs that runs ``run_s`` seconds (its command is
+    ``sleep``, which the local stack's KWOK runs as that long); its first line of output."""
+    c.topogov(profile, "submit", "--job-name", name, *GPU_JOB, "--replica-count", str(pods), *flags,
+              "--command", f"sleep {run_s}", max_lines=1)  # fmt: skip
+
+
+def fits_default_fleet(stack: Any) -> bool:
+    nodes = stack.kube().request("GET", "/api/v1/nodes").body["items"]
+    labels = [n["metadata"].get("labels") or {} for n in nodes]
+    p5 = [x for x in labels if x.get("node.kubernetes.io/instance-type") == P5 and layer_label(3) in x]
+    return len(p5) >= 64
+
+
+def jobs(c: Console, first: int) -> int:
+    """Steps ``first``...; returns the next step's number."""
+    if not fits_default_fleet(c.stack):
+        c.step(first, "Jobs that run: skipped (the story needs the default fleet's 64 p5.48xlarge)")
+        return first + 1
+    aws_example(c, first)
+    lifecycle(c, first + 1)
+    borrowing(c, first + 2)
+    priority(c, first + 3)
+    fallback(c, first + 4)
+    return first + 5
+
+
+def aws_example(c: Console, n: int) -> None:
+    c.step(n, "AWS's example Job, as is: Kueue admits it and places its 10 pods in one layer-3 domain")
+    c.topogov(A, "submit", "-f", shown(_example("test-tas-job.yaml")), max_lines=1)
+    view = c.wait_status(A, "team-a", "test-tas-job", ("Running",))
+    c.kubectl("get", "pods", "-n", NS_A, "-l", "job-name=test-tas-job", "-o", POD_COLUMNS, max_lines=4)
+    nodes = [r["node"] for r in (view.get("placement") or {}).get("by_node") or []]
+    if nodes:
+        c.kubectl("get", "nodes", *nodes, "-L", layer_label(3))
+    c.note(
+        "(AWS's check is `kubectl get pods -n hyperpod-ns-team-a -o wide`: the same pods, wider. "
+        "Its pods ask for 1 vCPU each, so Kueue's BestFit packs them onto as few nodes as hold them; "
+        "their `sleep 3600s` runs an hour here too.) `topogov job` joins pods, nodes and domains:"
+    )
+    c.topogov(A, "job", "test-tas-job")
+
+
+def lifecycle(c: Console, n: int) -> None:
+    c.step(n, "4 x 8 GPUs required in one layer-3 domain: Admitted -> Running -> Succeeded")
+    submit(c, A, "llm-finetune", 4, "--required-topology", "layer-3", run_s=8)
+    c.timeline(A, "team-a", "llm-finetune", ("Succeeded", "Failed"))
+    c.topogov(A, "job", "llm-finetune")
+
+
+def p5_quotas(c: Console) -> dict[str, tuple[int, int | None]]:
+    """Per team, the ClusterQueue's p5 GPU nominal quota and borrowing limit (None: no limit)."""
+    out = {}
+    items = c.stack.kube().request("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues").body["items"]
+    for cq in items:
+        team = cq["metadata"]["name"].removeprefix("hyperpod-ns-").removesuffix("-clusterqueue")
+        for rg in cq["spec"]["resourceGroups"]:
+            for flavor in rg["flavors"]:
+                for r in flavor["resources"] if flavor["name"] == P5 else []:
+                    if r["name"] == "nvidia.com/gpu":
+                        limit = r.get("borrowingLimit")
+                        out[team] = (int(r["nominalQuota"]), None if limit is None else int(limit))
+    return out
+
+
+def borrowing(c: Console, n: int) -> None:
+    c.step(n, "Borrowing: team-a runs beyond its quota on idle GPUs until team-c takes its own back")
+    quotas = p5_quotas(c)
+    parts = [
+        f"{t} {q}" + (f" (+{b} borrow)" if b else " (lends, never borrows)") for t, (q, b) in quotas.items()
+    ]
+    c.say(
+        joined(
+            [
+                f"{P5} GPU quotas: " + parts[0],
+                *parts[1:],
+                f"the cohort holds {sum(q for q, _ in quotas.values())}",
+            ]
+        )
+    )
+    submit(c, B, "b-train", 15, "--required-topology", "layer-2", run_s=600)
+    submit(c, A, "a-big", 36, "--preferred-topology", "layer-1", run_s=600)
+    c.wait_status(B, "team-b", "b-train", ("Running",))
+    c.wait_status(A, "team-a", "a-big", ("Running",))
+    c.note("team-a now uses more than its quota: Kueue admitted a-big on team-b's and team-c's idle GPUs.")
+    c.topogov(A, "teams", "--team", "team-a")
+    c.say("team-c submits two jobs within its own quota; the first needs what team-a borrowed:")
+    submit(c, C, "c-exp", 7, "--required-topology", "layer-2", run_s=15)
+    submit(c, C, "c-next", 4, "--required-topology", "layer-3", run_s=10)
+    c.wait_status(C, "team-c", "c-exp", ("Running",))
+    view = c.wait_status(A, "team-a", "a-big", ("Pending",))
+    _events(c, "a-big", view, "kueue: Preempted")
+    c.note(f"  a-big is Pending again: {view.get('why_pending')}", 2)
+    c.topogov(C, "jobs")
+    c.note(
+        "c-next waits for c-exp to finish (team-c's quota is in use), then starts; a-big waits for "
+        "both, then Kueue admits it again:"
+    )
+    c.wait_status(C, "team-c", "c-exp", ("Succeeded",), timeout_s=60)
+    nxt = c.wait_status(C, "team-c", "c-next", ("Running", "Succeeded"))
+    c.say(f"  c-exp Succeeded; c-next {nxt.get('status')}")
+    c.wait_status(C, "team-c", "c-next", ("Succeeded",), timeout_s=60)
+    view = c.wait_status(A, "team-a", "a-big", ("Running",), timeout_s=60)
+    c.say(f"  c-next Succeeded; a-big {view.get('status')}")
+    c.topogov(A, "job", "a-big", max_lines=14)
+
+
+def priority(c: Console, n: int) -> None:
+    c.step(n, "Priority within a team: a training-priority job preempts team-a's experiment")
+    submit(
+        c, A, "a-urgent", 10, "--priority", "training-priority", "--required-topology", "layer-2", run_s=600
+    )
+    c.wait_status(A, "team-a", "a-urgent", ("Running",))
+    view = c.wait_status(A, "team-a", "a-big", ("Pending",))
+    _events(c, "a-big", view, "kueue: Preempted")
+    c.topogov(A, "jobs")
+    c.say("team-a gives up on a-big; its in-flight charge is released at once:")
+    c.topogov(A, "cancel", "a-big")
+
+
+def fallback(c: Console, n: int) -> None:
+    c.step(n, "Time-bounded fallback: required layer-2, relaxed to preferred when it cannot start")
+    cordoned = maintenance_nodes(c.stack)
+    c.note(
+        f"One idle node in each layer-2 domain is cordoned for maintenance ({len(cordoned)} nodes), so "
+        "no layer-2 domain has 16 schedulable nodes; Kueue's TAS skips unschedulable nodes."
+    )
+    c.kubectl("cordon", *cordoned)
+    submit(c, A, "wide-l2", 16, "--required-topology", "layer-2", "--fallback-after", "5s", run_s=60)
+    view = c.wait_status(A, "team-a", "wide-l2", ("Pending",))
+    deadline = time.monotonic() + 8
+    while not view.get("why_pending", "").startswith("couldn't") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        view = c.job(A, "team-a", "wide-l2")
+    c.note(f"  Pending, Kueue says: {view.get('why_pending')}", 2)
+    time.sleep(6)  # past fallbackAfter (the ledger counts whole seconds)
+    c.say("The next scheduled pass finds it past its deadline and relaxes it to preferred:")
+    ledger = invoke(_scheduled())["ledger"]
+    c.say(f"  fallbacks this pass: {', '.join(ledger['fallbacks']) or 'none'}")
+    c.say(
+        f"  (the same pass gave back the in-flight charges of {ledger['released_finished']} finished "
+        f"jobs and checked {ledger['checked']} records)"
+    )
+    c.wait_status(A, "team-a", "wide-l2", ("Running",))
+    c.topogov(A, "job", "wide-l2", max_lines=26)
+    c.kubectl("uncordon", *cordoned)
+
+
+def ledger(c: Console, n: int) -> None:
+    c.step(n, "Where it all stands: admitted (Kueue's Workloads) and in flight (the ledger), per team")
+    c.topogov(ADMIN, "teams")
+    c.topogov(ADMIN, "jobs")
+
+
+def maintenance_nodes(stack: Any) -> list[str]:
+    """Per layer-2 domain of the p5 nodes, the first node (by name) no pod runs on."""
+    kube = stack.kube()
+    busy = {p["spec"].get("nodeName") for p in kube.request("GET", "/api/v1/pods").body["items"]}
+    by_domain: dict[str, list[str]] = defaultdict(list)
+    for node in kube.request("GET", "/api/v1/nodes").body["items"]:
+        labels = node["metadata"].get("labels") or {}
+        if labels.get("node.kubernetes.io/instance-type") == P5 and layer_label(2) in labels:
+            by_domain[labels[layer_label(2)]].append(node["metadata"]["name"])
+    return [free[0] for _, names in sorted(by_domain.items()) if (free := sorted(set(names) - busy))]
+
+
+def _events(c: Console, name: str, view: dict[str, Any], what: str) -> None:
+    for e in view.get("events") or []:
+        if e.get("what") == what:
+            c.note(f"  {name}: {what} ({e.get('reason')}): {e.get('message')}", 2)
+
+
+def _scheduled() -> dict[str, Any]:
+    from topogov_local import events
+
+    return events.scheduled_event()
+
+
+def _example(name: str) -> Path:
+    return EXAMPLES / name
