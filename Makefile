@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml cli/
 .PHONY: help install kubectl controlplane local test unit integration lint bench hardening clean openapi synth
 
 help:
-	@echo "make local   - the local stack (EC2 + S3 + Kubernetes emulation, reconciler) and a walkthrough"
+	@echo "make local   - the local stack (AWS on moto, Kubernetes + Kueue built from source, the API) and a walkthrough"
 	@echo "make test    - lint + every test suite (what .ci/run runs)"
 	@echo "make bench   - reconcile benchmark at 100, 1,000 and 10,000 nodes"
 	@echo "make hardening - fuzzing, auth matrix, races and fault injection at full size, with a report"
@@ -64,7 +64,7 @@ test: lint
 # The cluster has no default: `make synth CLUSTER=my-eks` (cdk.json names none on purpose).
 synth: install
 	@test -n "$(CLUSTER)" || { echo "make synth: name the EKS cluster: make synth CLUSTER=my-eks" >&2; exit 2; }
-	JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 npx cdk synth --quiet -c topogov:clusterName=$(CLUSTER)
+	npx cdk synth --quiet -c topogov:clusterName=$(CLUSTER)
 
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000

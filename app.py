@@ -7,14 +7,41 @@ at synth time. cdk-nag's AwsSolutions checks run on every synth. No AWS calls ar
 
 from __future__ import annotations
 
+import os
 import sys
 
-import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks
 
-from infra.config import DeployConfig, DeployConfigError
-from infra.nag import suppress
-from infra.stack import TopogovStack
+def quiet_node_banner() -> None:
+    """jsii prints an 11-line end-of-life banner (as Python byte strings) on every synth when Node is
+    past its support; the variable that silences it is ``JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION``
+    = the Node major version (jsii's runtime reads it; ``..._DEPRECATED_NODE_VERSION`` does not). Say
+    it once, in one line, then silence it. Supported: Node 22 or 24; Node 20 works (README)."""
+    import subprocess
+
+    name = "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"
+    if os.environ.get(name):
+        return
+    try:
+        probe = ["node", "-p", "process.versions.node.split('.')[0]"]
+        major = subprocess.run(probe, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return
+    if major.isdigit() and int(major) < 22:
+        note = (
+            f"note: Node {major} is past jsii's end of life (Node 22 or 24 are supported); synth works on it"
+        )
+        print(note, file=sys.stderr)
+    os.environ[name] = major
+
+
+quiet_node_banner()
+
+import aws_cdk as cdk  # noqa: E402  (after the banner is settled: jsii starts Node on import)
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from infra.config import DeployConfig, DeployConfigError  # noqa: E402
+from infra.nag import suppress  # noqa: E402
+from infra.stack import TopogovStack  # noqa: E402
 
 
 def build(app: cdk.App) -> TopogovStack:

@@ -11,8 +11,10 @@ file's ``region`` > ``AWS_REGION`` > botocore's (``AWS_DEFAULT_REGION``, the pro
 
 **Credentials**: botocore's standard chain (``botocore.session.Session``): ``--profile`` or
 ``AWS_PROFILE``, ``AWS_SHARED_CREDENTIALS_FILE``/``AWS_CONFIG_FILE``, environment keys, SSO,
-container and instance roles. Every request is signed for ``execute-api`` with
-``topogov_cli.sigv4``.
+container and instance roles. Against the local stack of the working directory (the endpoint from
+its ``endpoints.json``, no ``AWS_SHARED_CREDENTIALS_FILE`` set) its ``aws-credentials`` file: the
+profile asked for, else ``topogov-admin`` (said on stderr). Every request is signed for
+``execute-api`` with ``topogov_cli.sigv4``.
 
 **Answers** become exit codes in one place (``check``): 2xx is 0; the API's own
 ``{"error": ...}`` refusals (4xx) are 1; API Gateway's 401/403 (``{"message": ...}``: unsigned,
@@ -34,6 +36,8 @@ from urllib.parse import urlencode, urlsplit
 from topogov_cli.common import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
 
 DEFAULT_REGION = "us-east-1"
+LOCAL_CREDENTIALS = LOCAL_DIR / "aws-credentials"  # written by `topogov local`: a profile per team
+LOCAL_ADMIN = "topogov-admin"
 ENV_ENDPOINT = "TOPOGOV_ENDPOINT"
 ENV_CONFIG = "TOPOGOV_CONFIG"
 _EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
@@ -64,6 +68,7 @@ class Endpoint:
     url: str  # no trailing slash; routes (/v1/...) are appended
     source: str  # where it came from, for messages
     region: str | None = None  # from the config file
+    local: bool = False  # found in ./.topogov/local/endpoints.json: the local stack's
 
 
 def default_config_path() -> Path:
@@ -119,7 +124,7 @@ def find_endpoint(explicit: str | None = None) -> Endpoint | None:
     local = _local_endpoints()
     if local:
         where = str(LOCAL_DIR / "endpoints.json")
-        return Endpoint(_checked_url(local, where), where)
+        return Endpoint(_checked_url(local, where), where, local=True)
     return None
 
 
@@ -170,9 +175,40 @@ class Api:
         if self._session is None:
             import botocore.session
 
-            # profile=None: botocore reads AWS_PROFILE itself, like every AWS tool.
-            self._session = botocore.session.Session(profile=self.profile)
+            local = self._local_profile()
+            if local is not None:
+                self._session = botocore.session.Session(profile=local)
+                self._session.set_config_variable("credentials_file", str(LOCAL_CREDENTIALS))
+            else:
+                # profile=None: botocore reads AWS_PROFILE itself, like every AWS tool.
+                self._session = botocore.session.Session(profile=self.profile)
         return self._session
+
+    def _local_profile(self) -> str | None:
+        """Against the local stack found in this directory, its own credentials file just works:
+        the profile asked for (--profile, AWS_PROFILE) when the file has it, else the admin, said
+        once on stderr. None elsewhere, or when AWS_SHARED_CREDENTIALS_FILE names a file."""
+        import configparser
+        import sys
+
+        if not self.endpoint.local or os.environ.get("AWS_SHARED_CREDENTIALS_FILE"):
+            return None
+        if not LOCAL_CREDENTIALS.exists():
+            return None
+        parser = configparser.ConfigParser()
+        parser.read(LOCAL_CREDENTIALS)
+        profiles = parser.sections()
+        asked = self.profile or os.environ.get("AWS_PROFILE")
+        if asked:
+            return asked if asked in profiles else None
+        chosen = LOCAL_ADMIN if LOCAL_ADMIN in profiles else (profiles[0] if len(profiles) == 1 else None)
+        if chosen is not None:
+            print(
+                f"topogov: local stack: signing as {chosen} from {LOCAL_CREDENTIALS} "
+                f"(--profile topogov-team-a to act as a team)",
+                file=sys.stderr,
+            )
+        return chosen
 
     def credentials(self) -> Any:
         from botocore.exceptions import BotoCoreError

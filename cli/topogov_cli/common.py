@@ -220,11 +220,31 @@ def fields(pairs: Iterable[tuple[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# The request's fields as `topogov submit` spells them, so a refusal names the flag that was typed.
+FIELD_FLAGS = {
+    "job_name": "--job-name", "image": "--image", "command": "--command", "args": "--args",
+    "environment": "--environment", "instance_type": "--instance-type", "node_count": "--node-count",
+    "replica_count": "--replica-count", "tasks_per_node": "--tasks-per-node",
+    "accelerators": "--accelerators", "vcpu": "--vcpu", "memory": "--memory", "efa": "--efa",
+    "priority": "--priority", "max_retry": "--max-retry", "queue_name": "--queue-name",
+    "namespace": "--namespace", "team": "--team", "preferred_topology": "--preferred-topology",
+    "required_topology": "--required-topology", "topology.level": "--required-topology/--preferred-topology",
+    "topology.fallbackAfter": "--fallback-after", "topology": "--topology",
+}  # fmt: skip
+
+
 def detail_lines(details: Mapping[str, Any], code: str | None) -> list[str]:
     """The API's ``details`` as lines: tables for lists of records, ``key: value`` otherwise, and a
     hint of what to try for the refusals that say what would work."""
     lines: list[str] = []
     for key, value in details.items():
+        if key == "problems" and isinstance(value, list) and len(value) <= 1:
+            continue  # one problem: the headline already says it ("field: message")
+        if key == "field" and code == "VALIDATION_ERROR":
+            flag = FIELD_FLAGS.get(str(value))
+            if flag:
+                lines.append(f"flag: {flag}")
+            continue  # the headline starts with the field
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             headers = list(dict.fromkeys(k for v in value for k in v))
             rows = [[amount(v.get("resource", ""), v.get(h, "")) for h in headers] for v in value]

@@ -21,6 +21,19 @@ def plugin_commands() -> list[Callable[[Any], None]]:
     return [ep.load() for ep in sorted(entry_points(group="topogov.commands"), key=lambda e: e.name)]
 
 
+def versions() -> str:
+    """``topogov-cli 0.x`` and the other Topogov distributions installed beside it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for dist in ("topogov-cli", "topogov", "topogov-local"):
+        try:
+            found.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(found) or "topogov-cli (not installed as a distribution)"
+
+
 def parser() -> argparse.ArgumentParser:
     from topogov_cli import governor, jobs, policy, reconcile, submit, teams, topology
 
@@ -30,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=f"{EXIT_CODES_HELP}\n\n{ENDPOINT_HELP}\n\n'topogov COMMAND --help' for a command's flags.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=versions(), help="the installed versions")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in (submit, jobs, teams, topology, reconcile, policy, governor):
         group.add_parser(sub)
@@ -38,9 +52,32 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def unknown_arguments(p: argparse.ArgumentParser, argv: Sequence[str], extra: list[str]) -> str:
+    """``topogov submit: error: unrecognized argument --jobname: did you mean --job-name? (see
+    'topogov submit --help')``: named by the command that was given, with the closest flag."""
+    import difflib
+
+    sub = next((a for a in p._actions if isinstance(a, argparse._SubParsersAction)), None)
+    choices = sub.choices if sub is not None else {}
+    # the command given: the first word that names one (args.command may be `submit --command`)
+    command = next((w for w in argv if w in choices), None)
+    target = choices[command] if command else p
+    flags = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    first = next((x for x in extra if x.startswith("-")), extra[0])
+    close = difflib.get_close_matches(first.split("=", 1)[0], flags, n=1, cutoff=0.6)
+    hint = f": did you mean {close[0]}?" if close else ""
+    rest = [x for x in extra if x is not first and x.startswith("-")]
+    more = f" (and {' '.join(rest)})" if rest else ""
+    return f"{target.prog}: error: unrecognized argument {first}{hint}{more} (see '{target.prog} --help')"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code (see ``EXIT_CODES_HELP``)."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra:
+        print(unknown_arguments(p, sys.argv[1:] if argv is None else argv, extra), file=sys.stderr)
+        return 2
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from topogov_cli.common import (
@@ -120,6 +121,16 @@ def run_cluster(args: argparse.Namespace, fmt: str) -> int:
         report(args, CliError(EXIT_USAGE, DOT_MISSING))
         return EXIT_USAGE
     kubeconfig = resolve_kubeconfig(args.kubeconfig)
+    default = Path(os.path.expanduser("~/.kube/config"))
+    if kubeconfig is None and not default.exists():
+        print(
+            "topogov topology: nothing to read the topology from: no API endpoint (--endpoint, "
+            "$TOPOGOV_ENDPOINT, ~/.config/topogov/config.toml, ./.topogov/local/endpoints.json) and no "
+            f"kubeconfig (--kubeconfig, $KUBECONFIG, {default}); run `topogov local` here, give "
+            "--endpoint URL, or point --kubeconfig at a cluster",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         tree = tree_from_cluster(kubeconfig, args.context)
     except (KubernetesError, OSError, ValueError) as exc:

@@ -132,12 +132,23 @@ def node_object(instance: dict[str, Any], *, simulated: bool = True) -> dict[str
         "status": {
             "capacity": {**alloc, "pods": "110"},
             "allocatable": {**alloc, "pods": "110"},
+            # As an EKS optimized AL2023 node reports them (KWOK keeps the values a Node gives).
             "nodeInfo": {
                 "kubeletVersion": "v1.35.4-eks",
+                "kubeProxyVersion": "v1.35.4-eks",
                 "architecture": "amd64",
                 "operatingSystem": "linux",
+                "osImage": "Amazon Linux 2023.9.20251117",
+                "kernelVersion": "6.12.46-66.121.amzn2023.x86_64",
+                "containerRuntimeVersion": "containerd://2.1.4",
+                "machineID": instance["InstanceId"].removeprefix("i-").ljust(32, "0"),
+                "systemUUID": f"ec2{instance['InstanceId'][2:7]}-0000-0000-0000-000000000000",
             },
-            "addresses": [{"type": "InternalIP", "address": instance.get("PrivateIpAddress", "10.0.0.1")}],
+            "addresses": [
+                {"type": "InternalIP", "address": instance.get("PrivateIpAddress") or "10.0.0.1"},
+                {"type": "InternalDNS", "address": name},
+                {"type": "Hostname", "address": name},
+            ],
         },
     }
 

@@ -58,6 +58,7 @@ class LocalStack:
         self.instances: list[dict[str, Any]] = []
         self._kube_http: KubeHttp | None = None
         self.api: Any = None  # the LocalApiGateway, when serving
+        self._lock: Any = None  # the StackLock of self.dir while started
 
     # -- paths --------------------------------------------------------------------------------
     @property
@@ -85,7 +86,20 @@ class LocalStack:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, seed: bool = True) -> LocalStack:
+        """Start everything, or raise ``StackError`` (one line: another stack holds this directory,
+        the API port is taken) before anything is touched."""
+        from topogov_local.guard import StackLock, check_port_free
+
         self.dir.mkdir(parents=True, exist_ok=True)
+        lock = StackLock(self.dir)
+        lock.acquire(api_port=self.options.api_port)
+        try:
+            if self.options.api_port:
+                check_port_free(self.options.api_port, "--api-port")
+        except BaseException:
+            lock.release()
+            raise
+        self._lock = lock
         self.endpoints_file.unlink(missing_ok=True)
         aws_port = self.options.aws_port or free_port()
         self.aws = ManagedProcess(
@@ -111,12 +125,15 @@ class LocalStack:
             if self.options.api_port is not None:
                 self.start_api()
             self._write_endpoints()
+            lock.update(api_url=self.api.url if self.api else None, aws_url=self.aws.url)
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
+        if self._lock is None:
+            return  # never started (or refused to: another stack's files are not ours to remove)
         self.endpoints_file.unlink(missing_ok=True)
         if self.api is not None:
             self.api.stop()
@@ -125,6 +142,9 @@ class LocalStack:
             self.cluster.stop()
         if self.aws is not None:
             self.aws.stop()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> LocalStack:
         return self.start()

@@ -392,6 +392,44 @@ def test_bad_flags_are_usage_errors_in_one_line(stack, home, argv):
     assert out.stderr.startswith("topogov") and ": error: " in out.stderr
 
 
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["submit", "--jobname", "x"],
+         "topogov submit: error: unrecognized argument --jobname: did you mean --job-name? "
+         "(see 'topogov submit --help')"),
+        (["submit", "--job-name", "x", "--replicas", "3", "--gpus", "8"],
+         "topogov submit: error: unrecognized argument --replicas: did you mean --replica-count? "
+         "(and --gpus) (see 'topogov submit --help')"),
+        (["jobs", "--tema", "a"],
+         "topogov jobs: error: unrecognized argument --tema: did you mean --team? "
+         "(see 'topogov jobs --help')"),
+        (["teams", "--zzz"],
+         "topogov teams: error: unrecognized argument --zzz (see 'topogov teams --help')"),
+    ],
+)  # fmt: skip
+def test_an_unknown_flag_names_the_command_and_the_closest_flag(stack, home, argv, line):
+    out = run(stack, *argv, home=home)
+    assert out.returncode == 2 and out.stderr.strip() == line, out.stderr
+
+
+def test_version_names_the_installed_distributions(home):
+    out = run(None, "--version", endpoint=False, home=home)
+    assert out.returncode == 0 and re.fullmatch(
+        r"topogov-cli [\w.]+(, topogov [\w.]+)?(, topogov-local [\w.]+)?\n", out.stdout
+    )
+
+
+def test_topology_with_nothing_to_read_says_what_it_tried(home, tmp_path):
+    out = run(None, "topology", endpoint=False, home=home, cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("topogov topology: nothing to read the topology from: no API endpoint (--endpoint")
+    assert (
+        "./.topogov/local/endpoints.json" in line and "$KUBECONFIG" in line and "run `topogov local`" in line
+    )
+
+
 def test_no_endpoint_anywhere_is_a_usage_error(stack, home):
     out = run(stack, "jobs", endpoint=False, home=home)
     assert out.returncode == 2 and "no API endpoint" in out.stderr and "TOPOGOV_ENDPOINT" in out.stderr

@@ -12,6 +12,12 @@ from topogov_cli.jobs import age, domain_rows, job_text, landed_text
 from topogov_cli.render import joined, tree_text
 
 
+@pytest.fixture(autouse=True)
+def _a_pipe(monkeypatch):
+    """Output to a pipe (pytest's workers set COLUMNS, which would wrap as on a terminal)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def placement(*nodes: tuple[str, int, list[str] | None], phases=None, unknown=()):
     by_node = [{"node": n, "pods": p, "instance_type": "p5.48xlarge", "path": path} for n, p, path in nodes]
     placed = sum(p for _, p, _ in nodes)

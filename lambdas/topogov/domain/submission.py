@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
 
 DNS1123 = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+INSTANCE_TYPE = r"^[a-z0-9-]+\.[a-z0-9]+$"
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123)]
@@ -24,6 +25,9 @@ Level = Annotated[str, Field(min_length=1, max_length=253)]
 
 def parse_duration(text: str) -> int:
     """``15m`` / ``1h30m`` / ``90s`` -> seconds (> 0)."""
+    if text.strip().isdigit():
+        n = text.strip()
+        raise ValueError(f"{n!r} has no unit: add one, e.g. {n}m (a duration like 15m, 1h30m or 90s)")
     m = _DURATION.match(text)
     if not text or m is None or not any(m.groups()):
         raise ValueError("must be a duration like 15m, 1h30m or 90s")
@@ -32,6 +36,48 @@ def parse_duration(text: str) -> int:
     if total <= 0:
         raise ValueError("must be longer than 0s")
     return total
+
+
+# What a pattern means, for the messages (pydantic would print the regular expression).
+PATTERN_MEANS = {
+    DNS1123: "must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a "
+    "letter or digit",
+    INSTANCE_TYPE: "must be an EC2 instance type, e.g. p5.48xlarge",
+}
+
+
+TYPE_MEANS = {
+    "int_type": "a whole number", "string_type": "a string", "bool_type": "true or false",
+    "list_type": "a list", "dict_type": "an object", "float_type": "a number",
+}  # fmt: skip
+
+
+def problems_from(errors: list[Any]) -> list[dict[str, str]]:
+    """Pydantic's errors as ``{"field", "message"}`` a person reads: the dotted location (``body``
+    for the whole request), no ``Value error, `` prefix, a pattern said in words."""
+    out = []
+    for e in errors:
+        loc = [str(p) for p in e.get("loc", ()) if p != "body"]
+        message = str(e.get("msg", "invalid")).removeprefix("Value error, ")
+        if e.get("type") == "string_pattern_mismatch":
+            pattern = (e.get("ctx") or {}).get("pattern")
+            message = PATTERN_MEANS.get(str(pattern), message)
+        ctx = e.get("ctx") or {}
+        kind = e.get("type")
+        if kind == "string_too_long":
+            message = f"at most {ctx.get('max_length')} characters"
+        elif kind == "greater_than_equal":
+            message = f"must be at least {ctx.get('ge')}"
+        elif kind == "less_than_equal":
+            message = f"must be at most {ctx.get('le')}"
+        elif kind == "missing":
+            message = "required"
+        elif kind == "extra_forbidden":
+            message = "unknown field"
+        elif kind in TYPE_MEANS:
+            message = f'must be {TYPE_MEANS[kind]} (values are not converted: "8" is not 8)'
+        out.append({"field": ".".join(loc) or "body", "message": message})
+    return out
 
 
 class Strict(BaseModel):
@@ -45,16 +91,21 @@ class TopologySpec(Strict):
         None, description="required only: relax to preferred after this long"
     )
 
+    @field_validator("fallbackAfter")
+    @classmethod
+    def _a_duration(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_duration(v)
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> TopologySpec:
         if self.mode in ("required", "preferred") and not self.level:
             raise ValueError(f"mode {self.mode!r} needs a level")
         if self.mode in ("auto", "none") and self.level:
             raise ValueError(f"mode {self.mode!r} takes no level")
-        if self.fallbackAfter is not None:
-            if self.mode != "required":
-                raise ValueError("fallbackAfter applies to mode 'required' only")
-            parse_duration(self.fallbackAfter)
+        if self.fallbackAfter is not None and self.mode != "required":
+            raise ValueError("fallbackAfter applies to mode 'required' only")
         return self
 
 
@@ -66,7 +117,7 @@ class JobRequest(Strict):
     command: list[StrictStr] | None = None
     args: list[StrictStr] | None = None
     environment: dict[StrictStr, StrictStr] | None = None
-    instance_type: Annotated[str, Field(pattern=r"^[a-z0-9-]+\.[a-z0-9]+$", max_length=64)] | None = None
+    instance_type: Annotated[str, Field(pattern=INSTANCE_TYPE, max_length=64)] | None = None
     node_count: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = None
     replica_count: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = None
     tasks_per_node: Annotated[StrictInt, Field(ge=1, le=1024)] | Literal["auto", "cpu", "gpu"] | None = None

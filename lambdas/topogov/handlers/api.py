@@ -123,11 +123,9 @@ def _api_error(exc: Refusal) -> Response:
 
 @app.exception_handler(RequestValidationError)
 def _invalid(exc: RequestValidationError) -> Response:
-    problems = []
-    for e in exc.errors():
-        loc = [str(p) for p in e.get("loc", ()) if p not in ("body",)]
-        # A union body reports both shapes; keep the one the request meant.
-        problems.append({"field": ".".join(loc) or "body", "message": e.get("msg", "invalid")})
+    from topogov.domain.submission import problems_from
+
+    problems = problems_from(list(exc.errors()))
     first = problems[0] if problems else {"field": "body", "message": "invalid"}
     metrics_code("VALIDATION_ERROR", 400)
     return error(400, "VALIDATION_ERROR", f"{first['field']}: {first['message']}", {"problems": problems})
@@ -189,13 +187,13 @@ def parse_submission(body: Any) -> JobRequest | ManifestRequest:
     if _depth(body) > MAX_BODY_DEPTH:
         # The request is kept in the ledger (DynamoDB nests at most 32 levels) and echoed in answers.
         raise ValidationFailed("body", f"nested deeper than {MAX_BODY_DEPTH} levels")
+    from topogov.domain.submission import problems_from
+
     model = ManifestRequest if "manifest" in body else JobRequest
     try:
         return model.model_validate(body)
     except ValidationError as exc:
-        problems = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]} for e in exc.errors()
-        ]
+        problems = problems_from(list(exc.errors()))
         first = problems[0]
         raise ValidationFailed(first["field"], first["message"], {"problems": problems}) from None
 

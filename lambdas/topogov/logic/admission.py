@@ -62,6 +62,14 @@ def caller_teams(policy: Policy, caller_arn: str) -> list[str]:
     return list(policy.teams_for_principal(caller_arn))
 
 
+def teams_hint(policy: Policy, caller_arn: str) -> str:
+    """``your teams: team-a`` (or every team, for an admin), to end a message about a wrong team."""
+    if policy.is_admin(caller_arn):
+        return f"the teams are: {', '.join(sorted(policy.teams))}"
+    mine = caller_teams(policy, caller_arn)
+    return f"your teams: {', '.join(mine)}" if mine else "you are not a principal of any team"
+
+
 def resolve_team(
     policy: Policy,
     caller_arn: str,
@@ -72,7 +80,7 @@ def resolve_team(
     """The body's team, else the team owning the named namespace, else the caller's only team."""
     from_namespace = False
     if team is not None and team not in policy.teams:
-        raise ValidationFailed("team", f"no team {team!r}")
+        raise ValidationFailed("team", f"no team {team!r}; {teams_hint(policy, caller_arn)}")
     if namespace is not None:
         owner = policy.team_for_namespace(namespace)
         if owner is None:

@@ -228,7 +228,9 @@ class ApiService:
     # -- read -------------------------------------------------------------------------------------
     def _authorize(self, caller: str, team: str) -> Team:
         if team not in self.policy.teams:
-            raise NotFound(f"no team {team!r}", {"team": team})
+            from topogov.logic.admission import teams_hint
+
+            raise NotFound(f"no team {team!r}; {teams_hint(self.policy, caller)}", {"team": team})
         if not self.policy.is_admin(caller) and team not in self.policy.teams_for_principal(caller):
             raise Forbidden(f"you are not a principal of team {team!r}", {"team": team})
         return self.policy.teams[team]

@@ -12,8 +12,9 @@ import sys
 import threading
 from typing import Any
 
-from topogov_cli.common import EXIT_OK
+from topogov_cli.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from topogov_cli.render import label_table, summary_line
+from topogov_local.guard import StackError
 from topogov_local.walkthrough.console import Console, shown
 
 
@@ -107,6 +108,18 @@ def run(args: argparse.Namespace) -> int:
     except Stopped as stopped:
         print(f"\n{signal.Signals(stopped.signum).name}: stopping the stack", flush=True)
         return 128 + stopped.signum if stopped.signum != signal.SIGINT else 130
+    except StackError as exc:
+        print(f"topogov local: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    except Exception as exc:  # a step failed: one line here, the traceback in the stack's logs
+        import traceback
+
+        error_log = stack.dir / "logs" / "walkthrough-error.log"
+        error_log.parent.mkdir(parents=True, exist_ok=True)
+        error_log.write_text(traceback.format_exc())
+        print(f"topogov local: the walkthrough failed: {type(exc).__name__}: {exc} "
+              f"(traceback in {shown(error_log)})", file=sys.stderr, flush=True)  # fmt: skip
+        return EXIT_REFUSED
     finally:
         stack.stop()
         for sig, handler in previous.items():
