@@ -26,7 +26,7 @@ FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 LAMBDAS = str(Path(__file__).resolve().parents[2] / "lambdas")
 
 
-NEW_COMMANDS = [["submit"], ["jobs"], ["job"], ["cancel"], ["teams"], ["topology"]]
+NEW_COMMANDS = [["submit"], ["jobs"], ["job"], ["cancel"], ["teams"], ["topology"], ["doctor"]]
 
 
 @pytest.fixture(scope="module")
@@ -679,3 +679,49 @@ def test_command_and_args_take_a_json_list_or_shell_words():
     assert words("[python, train.py]") == ["python", "train.py"]
     assert words("python 'my script.py' --epochs 10") == ["python", "my script.py", "--epochs", "10"]
     assert env_pairs("A=b=c") == {"A": "b=c"} and env_pairs('{"X": "1"}') == {"X": "1"}
+
+
+def test_doctor_checks_each_part_and_says_what_is_wrong(stack, home, tmp_path):
+    out = run(stack, "doctor", "--kubeconfig", str(stack.kubeconfig), home=home)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    kueue = [
+        "Kueue Topologies",
+        "Kueue ResourceFlavors",
+        "Kueue ClusterQueues",
+        "Kueue WorkloadPriorityClasses",
+    ]
+    for what in ["endpoint", "credentials", "API", "cluster", "topology labels", *kueue]:
+        assert any(re.match(rf"^ok\s+{re.escape(what)}\s", line) for line in lines), (what, out.stdout)
+    assert re.search(r"^ok\s+API\s+answers as you; your teams: team-a$", out.stdout, re.M)
+    assert re.search(r"^ok\s+topology labels\s+(\d+) of \1 GPU nodes labelled$", out.stdout, re.M)
+    assert lines[-1] == "9 of 9 checks passed"
+    # a profile the API does not know: the credentials resolve, the API refuses, doctor says so, exit 1
+    bad = run(stack, "doctor", profile="nobody", home=home, cwd=tmp_path)
+    assert bad.returncode == 1 and re.search(r"^FAIL\s+credentials\s+not authenticated", bad.stdout, re.M)
+    assert bad.stdout.splitlines()[-1].endswith("failed")
+
+
+def test_completion_scripts_complete_commands_flags_and_choices(home):
+    script = run(None, "completion", "bash", endpoint=False, home=home).stdout
+    assert script.startswith("# topogov completion") and "complete -o default -F _topogov topogov" in script
+
+    def complete(*words):
+        probe = f'source /dev/stdin <<<"$S"; COMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; '
+        env = {"S": script, "PATH": os.environ["PATH"]}
+        out = subprocess.run(
+            ["bash", "-c", probe + '_topogov; echo "${COMPREPLY[@]}"'],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.split()
+
+    assert complete("topogov", "sub") == ["submit"]
+    assert complete("topogov", "submit", "--req") == ["--required-topology"]
+    assert complete("topogov", "jobs", "--output", '""') == ["text", "json"]
+    assert "zsh" in run(None, "completion", "zsh", endpoint=False, home=home).stdout.split("\n")[0] or (
+        run(None, "completion", "zsh", endpoint=False, home=home).stdout.startswith(
+            "autoload -U +X bashcompinit"
+        )
+    )

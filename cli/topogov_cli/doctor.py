@@ -1,0 +1,117 @@
+"""``topogov doctor``: is everything in place? The endpoint, the credentials, the API answering as
+you, and — with a kubeconfig — the cluster, the topology labels and Kueue's objects. One line per
+check, what is wrong and what to do; exit 0 when every check passes, 1 otherwise."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from topogov_cli.common import EXIT_OK, EXIT_REFUSED, add_api_options, command
+
+Check = tuple[str, bool, str]  # (what, passed, detail or what to do)
+
+
+def add_parser(sub: Any) -> None:
+    doctor = command(
+        sub,
+        "doctor",
+        "check the endpoint, credentials, API, cluster, labels and Kueue objects",
+        "Check, in order, what the other commands need: an API endpoint and where it came from; AWS "
+        "credentials and who they are; the API answering as you (your teams); and, with a kubeconfig "
+        "(--kubeconfig, the local stack's, or $KUBECONFIG), the cluster: its GPU nodes, how many carry "
+        "the topology labels, and the Kueue objects the governor keeps (Topologies, ResourceFlavors, "
+        "ClusterQueues, priority classes). Each failing check says what to do.",
+    )
+    doctor.add_argument("--kubeconfig", default=None, help="the cluster to check (default: as `topology`)")
+    add_api_options(doctor, output=False)
+    doctor.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    checks: list[Check] = []
+    _api_checks(args, checks.append)
+    _cluster_checks(args, checks.append)
+    width = max(len(what) for what, _, _ in checks)
+    for what, ok, detail in checks:
+        print(f"{'ok  ' if ok else 'FAIL'}  {what.ljust(width)}  {detail}")
+    failed = sum(1 for _, ok, _ in checks if not ok)
+    print(
+        f"\n{len(checks) - failed} of {len(checks)} checks passed" + (f"; {failed} failed" if failed else "")
+    )
+    return EXIT_OK if not failed else EXIT_REFUSED
+
+
+def _api_checks(args: argparse.Namespace, add: Callable[[Check], None]) -> None:
+    from topogov_cli.client import Api, CliError, find_endpoint
+
+    try:
+        endpoint = find_endpoint(args.endpoint)
+    except CliError as exc:
+        add(("endpoint", False, exc.message))
+        return
+    if endpoint is None:
+        add(("endpoint", False, "none found: --endpoint URL, $TOPOGOV_ENDPOINT, the config file, or "
+                                "`topogov local` in this directory"))  # fmt: skip
+        return
+    add(("endpoint", True, f"{endpoint.url} (from {endpoint.source})"))
+    api = Api(endpoint, profile=args.profile, region_flag=args.region)
+    try:
+        creds = api.credentials()
+        add(("credentials", True, f"access key {creds.access_key[:4]}… (region {api.region()})"))
+    except CliError as exc:
+        add(("credentials", False, exc.message))
+        return
+    try:
+        teams = [t["team"] for t in api.call("GET", "/v1/teams").get("teams") or []]
+        add(("API", True, f"answers as you; your teams: {', '.join(teams) or 'none'}"))
+    except CliError as exc:
+        add(("API", False, exc.message))
+
+
+def _cluster_checks(args: argparse.Namespace, add: Callable[[Check], None]) -> None:
+    from topogov_cli.topology import resolve_kubeconfig
+
+    kubeconfig = resolve_kubeconfig(args.kubeconfig)
+    if kubeconfig is None:
+        add(("cluster", True, "skipped: no kubeconfig (--kubeconfig, the local stack's, $KUBECONFIG)"))
+        return
+    try:
+        from topogov.adapters.kube import KubeHttp
+        from topogov.adapters.kube_auth import kubeconfig_api_client
+
+        http = KubeHttp(kubeconfig_api_client(kubeconfig), max_attempts=2)
+        nodes = http.request("GET", "/api/v1/nodes").body.get("items") or []
+    except Exception as exc:  # a bad kubeconfig, no connection, no permission: say which, go on
+        add(("cluster", False, f"{kubeconfig}: {type(exc).__name__}: {str(exc)[:160]}"))
+        return
+    gpu = [n for n in nodes if "nvidia.com/gpu" in ((n.get("status") or {}).get("allocatable") or {})]
+    labelled = [
+        n for n in gpu if "topology.k8s.aws/network-node-layer-1" in (n["metadata"].get("labels") or {})
+    ]
+    add(("cluster", True, f"{len(nodes)} nodes, {len(gpu)} with GPUs ({kubeconfig})"))
+    add((
+        "topology labels", len(labelled) == len(gpu) and bool(gpu),
+        f"{len(labelled)} of {len(gpu)} GPU nodes labelled"
+        + ("" if len(labelled) == len(gpu) and gpu else
+           " — the reconcile function labels them on its next pass (`topogov reconcile` runs one)"),
+    ))  # fmt: skip
+    for kind, path in (
+        ("Topologies", "topologies"),
+        ("ResourceFlavors", "resourceflavors"),
+        ("ClusterQueues", "clusterqueues"),
+        ("WorkloadPriorityClasses", "workloadpriorityclasses"),
+    ):
+        resp = http.request("GET", f"/apis/kueue.x-k8s.io/v1beta1/{path}")
+        if resp.status == 404:
+            add((f"Kueue {kind}", False, "Kueue is not installed (no kueue.x-k8s.io API) — install Kueue "
+                                         "(HyperPod task governance installs it)"))  # fmt: skip
+            return
+        items = (resp.body or {}).get("items") or [] if resp.status == 200 else []
+        names = [i["metadata"]["name"] for i in items]
+        add((
+            f"Kueue {kind}", bool(names) and resp.status == 200,
+            (", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else ""))
+            if names else f"none (HTTP {resp.status}) — the governor creates them on its next pass",
+        ))  # fmt: skip
