@@ -34,6 +34,12 @@ def _bench_api(args: argparse.Namespace) -> int:
     return run_api(args)
 
 
+def _bench_admission(args: argparse.Namespace) -> int:
+    from topogov_local.bench_admission import run_admission
+
+    return run_admission(args)
+
+
 def add_parsers(sub: Any) -> None:
     local = sub.add_parser(
         "local",
@@ -89,3 +95,19 @@ def add_parsers(sub: Any) -> None:
     bgov.add_argument("--policy", type=Path, default=Path("teams.yaml"), help="team policy (teams.yaml)")
     bgov.add_argument("--json", action="store_true", help="one JSON object per pass")
     bgov.set_defaults(func=_bench_governor)
+    badm = bsub.add_parser(
+        "admission",
+        help="the Kueue model: one placement and one admission cycle at N nodes; the real Kueue's latency",
+        description=(
+            "Model placement and admission-cycle latency p50/p99 at N nodes and P pending workloads, "
+            "Kueue's TAS performance-test shape on the model, and submission-to-Running in the local cluster."
+        ),
+    )
+    badm.add_argument(
+        "--nodes", type=int, action="append", help="node count (repeatable; default 1000 and 10000)"
+    )
+    badm.add_argument(
+        "--pending", type=int, action="append", help="pending workloads (repeatable; default 100 and 1000)"
+    )
+    badm.add_argument("--json", action="store_true", help="one JSON object per measurement")
+    badm.set_defaults(func=_bench_admission)

@@ -1,0 +1,425 @@
+"""The cluster as Kueue v0.17.0 keeps it between cycles: queues, admitted workloads, events.
+
+Queues (``pkg/cache/queue/cluster_queue.go``, ``BestEffortFIFO``)
+    Each ClusterQueue has a heap ordered by the workload it is preempting for first (the *sticky*
+    workload, set when it issues preemptions), then higher priority, earlier creation, UID
+    (``baseCompareFunc``), and a set of *inadmissible* workloads. A cycle pops one head per active
+    ClusterQueue (``Manager.heads``). A head that is not admitted goes back to the heap when it was
+    skipped after nomination, issued preemptions, or has flavors left to try (``requeueIfNotPresent``,
+    ``RequeueIfNotPresent``); otherwise it waits among the inadmissible until something frees
+    capacity: a workload finishing, deleted or evicted in its cohort, or a node change
+    (``QueueAssociatedInadmissibleWorkloadsAfter``, ``NotifyRetryInadmissible``), which moves every
+    inadmissible workload of the cohort back to the heaps after a 1 s batch period
+    (``requeueBatchPeriod``, ``queueInadmissibleWorkloads``). A pending workload's message is therefore
+    the one of its last attempt, which may predate later admissions, as in Kueue.
+
+Flavor attempts
+    A head carries the flavor index its last attempt stopped at (``LastAssignment``) and resumes
+    after it; the state is dropped when the ClusterQueue's ``AllocatableResourceGeneration`` grew
+    (an admitted workload of it was removed: ``clusterQueue.deleteWorkload``), after a skip, or when
+    preemptions were issued (``setSkipped``; ``schedule``).
+
+Evictions
+    Preempted workloads release their quota and placement at the end of the cycle that preempted
+    them (Kueue: once their Job is stopped) and are requeued at once (``Requeued=True`` for
+    preemption); their message is the preemption message until their next attempt. ``HoldAndDrain``
+    evicts a ClusterQueue's admitted workloads (reason ``ClusterQueueStopped``); a stopped queue is
+    not scheduled and its pending workloads read ``ClusterQueue <name> is inactive`` (reason
+    ``Inadmissible``: ``WorkloadReconciler.Reconcile``, ``!r.cache.ClusterQueueActive``). Workloads it
+    drained carry ``Requeued=False`` and return, once it restarts, with the inadmissible requeue,
+    after the heads already queued (in Kueue a race with the workload controller, usually won so).
+
+Time is an input: ``submit`` takes the workload's creation time, the other events and cycles a ``now``
+(seconds); nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from topogov.domain.kueue_model.objects import (
+    ClusterQueue,
+    Node,
+    NonTASPod,
+    ResourceFlavor,
+    StopPolicy,
+    Topology,
+    Workload,
+)
+from topogov.domain.kueue_model.preemption import preemption_message
+from topogov.domain.kueue_model.scheduler import Head, run_cycle
+from topogov.domain.kueue_model.state import Admitted, PodSetAdmission, Snapshot
+from topogov.domain.kueue_model.topology import FlavorTree
+
+REQUEUE_BATCH_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A pending workload: ``QuotaReserved=False`` with this reason and message."""
+
+    name: str
+    cluster_queue: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """An admitted workload evicted: ``Evicted`` reason ``Preempted`` (``preemption_reason``
+    ``InClusterQueue`` / ``InCohortReclamation`` / ...) or ``ClusterQueueStopped``."""
+
+    name: str
+    cluster_queue: str
+    reason: str
+    preemption_reason: str
+    message: str
+    by: str = ""
+
+
+@dataclass(slots=True)
+class CycleResult:
+    admitted: list[Admitted] = field(default_factory=list)
+    evicted: list[Eviction] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Record:
+    workload: Workload
+    admitted: Admitted | None = None
+    reason: str = ""
+    message: str = ""
+    last_tried: tuple[Mapping[str, int], ...] | None = None
+    last_generation: int = 0
+    requeued: bool = True  # the Requeued condition is not False
+
+
+@dataclass(slots=True)
+class _Queue:
+    heap: list[tuple[int, float, str, str]] = field(default_factory=list)
+    where: dict[str, str] = field(default_factory=dict)  # name -> "heap" | "inadmissible"
+    sticky: str = ""
+    generation: int = 0
+
+    def push(self, wl: Workload) -> None:
+        if self.where.get(wl.name) != "heap":
+            self.where[wl.name] = "heap"
+            heapq.heappush(self.heap, (-wl.priority, wl.created, wl.key, wl.name))
+
+    def park(self, name: str) -> None:
+        self.where[name] = "inadmissible"
+
+    def drop(self, name: str) -> None:
+        self.where.pop(name, None)
+        if self.sticky == name:
+            self.sticky = ""
+
+    def has_heads(self) -> bool:
+        return any(w == "heap" for w in self.where.values())
+
+    def pop(self) -> str:
+        if self.sticky and self.where.get(self.sticky) == "heap":
+            name = self.sticky
+        else:
+            name = ""
+            while self.heap:
+                *_, candidate = heapq.heappop(self.heap)
+                if self.where.get(candidate) == "heap":
+                    name = candidate
+                    break
+        if name:
+            del self.where[name]
+        return name
+
+
+class Cluster:
+    """Nodes, flavors, queues and workloads, advanced by events and admission cycles."""
+
+    def __init__(
+        self,
+        *,
+        nodes: Iterable[Node],
+        flavors: Iterable[ResourceFlavor],
+        topologies: Iterable[Topology],
+        cluster_queues: Iterable[ClusterQueue],
+        non_tas_pods: Iterable[NonTASPod] = (),
+        fair_sharing: bool = False,
+        requeue_batch_s: float = REQUEUE_BATCH_S,
+    ) -> None:
+        self.nodes = {n.name: n for n in nodes}
+        self.flavors = {f.name: f for f in flavors}
+        self.topologies = {t.name: t for t in topologies}
+        self.non_tas_pods = {p.name: p for p in non_tas_pods}
+        queues = {q.name: q for q in cluster_queues}
+        self.snapshot = Snapshot(queues, self.flavors, self._trees(), fair_sharing=fair_sharing)
+        self.queues = {name: _Queue() for name in queues}
+        self.records: dict[str, _Record] = {}
+        self.requeue_batch_s = requeue_batch_s
+        self._requeue_due: dict[str, float] = {}  # ClusterQueue -> when its inadmissible move back
+
+    # -- topology ----------------------------------------------------------------------------------
+    def _trees(self) -> dict[str, FlavorTree]:
+        out = {}
+        for f in self.flavors.values():
+            if f.topology_name and f.topology_name in self.topologies:
+                topology = self.topologies[f.topology_name]
+                out[f.name] = FlavorTree(f, topology, self.nodes.values(), self.non_tas_pods.values())
+        return out
+
+    def _rebuild(self, now: float) -> None:
+        """A node or non-TAS pod changed: new trees with the admitted usage, and every active queue's
+        inadmissible workloads retried (TAS ``rfReconciler``: ``NotifyRetryInadmissible``)."""
+        self.snapshot.trees = self._trees()
+        for adm in self.snapshot.all_admitted():
+            for flavor, usage in adm.tas.items():
+                if flavor in self.snapshot.trees:
+                    self.snapshot.trees[flavor].change_usage(usage, 1)
+        for name in self.snapshot.active:
+            self._notify(name, now)
+
+    def set_node(self, node: Node, now: float) -> None:
+        self.nodes[node.name] = node
+        self._rebuild(now)
+
+    def delete_node(self, name: str, now: float) -> None:
+        self.nodes.pop(name, None)
+        self._rebuild(now)
+
+    def set_non_tas_pod(self, pod: NonTASPod, now: float) -> None:
+        self.non_tas_pods[pod.name] = pod
+        self._rebuild(now)
+
+    # -- events ------------------------------------------------------------------------------------
+    def submit(self, wl: Workload) -> None:
+        """A Workload created (``AddOrUpdateWorkload``): into its ClusterQueue's heap."""
+        if wl.name in self.records:
+            raise ValueError(f"workload {wl.name} exists")
+        if wl.cluster_queue not in self.queues:
+            raise ValueError(f"ClusterQueue {wl.cluster_queue} not found")
+        rec = self.records[wl.name] = _Record(wl)
+        self.queues[wl.cluster_queue].push(wl)
+        self._stopped_message(rec)
+
+    def add_admitted(self, wl: Workload, pod_sets: Sequence[PodSetAdmission], reserved_at: float) -> Admitted:
+        """A workload already holding quota (as Kueue's cache starts from the Workloads' recorded
+        ``status.admission``: ``Cache.AddOrUpdateWorkload``); nothing is checked, over-commitment
+        included, as in Kueue's own scheduler tests."""
+        if wl.name in self.records:
+            raise ValueError(f"workload {wl.name} exists")
+        admitted = Admitted(wl, wl.cluster_queue, tuple(pod_sets), reserved_at)
+        admitted.compute_usage(self.snapshot.trees)
+        self.records[wl.name] = _Record(wl, admitted)
+        self.snapshot.add(admitted)
+        return admitted
+
+    def finish(self, name: str, now: float) -> None:
+        """The workload's job succeeded (``Finished``): its quota is released."""
+        self._delete(name, now)
+
+    def cancel(self, name: str, now: float) -> None:
+        """The workload (its Job) was deleted, admitted or not."""
+        self._delete(name, now)
+
+    def _delete(self, name: str, now: float) -> None:
+        rec = self.records.pop(name)
+        cq = rec.workload.cluster_queue
+        if rec.admitted is not None:
+            self.snapshot.remove(rec.admitted)
+            self.queues[cq].generation += 1
+        self.queues[cq].drop(name)
+        self._notify(cq, now)
+
+    def set_stop_policy(self, cq: str, policy: StopPolicy, now: float) -> list[Eviction]:
+        """Change a ClusterQueue's ``stopPolicy``; ``HoldAndDrain`` evicts its admitted workloads."""
+        queue = dataclasses.replace(self.snapshot.queues[cq], stop_policy=policy)
+        self.snapshot.queues[cq] = self.snapshot.quota.queues[cq] = queue
+        evicted = []
+        if policy == "None":
+            # the workload controller sets Requeued=True on workloads the stop evicted
+            # ("ClusterQueueRestarted"); they return with the inadmissible requeue, after the heads
+            # already in the heap (workload_controller.go, isDisabledRequeuedByClusterQueueStopped)
+            self.snapshot.active.add(cq)
+            for name in [n for n, w in self.queues[cq].where.items() if w == "inadmissible"]:
+                self.records[name].requeued = True
+        else:
+            self.snapshot.active.discard(cq)
+            if policy == "HoldAndDrain":
+                for adm in list(self.snapshot.workloads[cq].values()):
+                    rec = self.records[adm.name]
+                    evicted.append(
+                        Eviction(adm.name, cq, "ClusterQueueStopped", "", "The ClusterQueue is stopped")
+                    )
+                    self._evict(rec, now, requeued=False)
+        for rec in self.records.values():
+            if rec.workload.cluster_queue == cq and rec.admitted is None:
+                self._stopped_message(rec)
+        self._notify(cq, now)
+        return evicted
+
+    def _stopped_message(self, rec: _Record) -> None:
+        cq = rec.workload.cluster_queue
+        if cq not in self.snapshot.active:
+            rec.reason, rec.message = "Inadmissible", f"ClusterQueue {cq} is inactive"
+
+    def _evict(self, rec: _Record, now: float, *, requeued: bool) -> None:
+        assert rec.admitted is not None
+        cq = rec.admitted.cluster_queue
+        self.snapshot.remove(rec.admitted)
+        rec.admitted, rec.requeued, rec.last_tried = None, requeued, None
+        queue = self.queues[cq]
+        queue.generation += 1
+        if requeued and cq in self.snapshot.active:
+            queue.push(rec.workload)
+        else:
+            queue.park(rec.workload.name)
+        self._notify(cq, now)
+
+    def _notify(self, cq: str, now: float) -> None:
+        """``notifyRetryInadmissibleWithoutLock``: the queue's cohort (or the queue alone)."""
+        cohort = self.snapshot.queues[cq].cohort
+        names = self.snapshot.quota.members[cohort] if cohort else [cq]
+        for name in names:
+            self._requeue_due.setdefault(name, now + self.requeue_batch_s)
+
+    def _requeue(self, names: Iterable[str]) -> None:
+        """``queueInadmissibleWorkloads``: inadmissible workloads back to the heap (not those whose
+        ``Requeued`` condition is False, nor in a stopped queue)."""
+        for name in names:
+            queue = self.queues[name]
+            if name not in self.snapshot.active:
+                continue
+            for wl_name in [n for n, w in queue.where.items() if w == "inadmissible"]:
+                rec = self.records[wl_name]
+                if rec.requeued:
+                    queue.push(rec.workload)
+
+    # -- cycles ------------------------------------------------------------------------------------
+    def cycle(self, now: float) -> CycleResult:
+        """One admission cycle at ``now``: the heads of the active queues, in name order."""
+        heads = []
+        for name in sorted(self.queues):
+            if name not in self.snapshot.active:
+                continue
+            popped = self.queues[name].pop()
+            if popped:
+                rec = self.records[popped]
+                heads.append(
+                    (Head(rec.workload, rec.last_tried, rec.last_generation), self.queues[name].generation)
+                )
+        result = CycleResult()
+        if not heads:
+            return result
+        outcome = run_cycle(self.snapshot, heads, now)
+        for e in outcome.entries:
+            rec = self.records[e.workload.name]
+            queue = self.queues[e.cq.name]
+            if e.status == "assumed":
+                assert e.admitted is not None
+                rec.admitted, rec.reason, rec.message, rec.last_tried = e.admitted, "", "", None
+                self.snapshot.add(e.admitted)
+                queue.drop(rec.workload.name)
+                result.admitted.append(e.admitted)
+                continue
+            rec.reason, rec.message = "Pending", e.message
+            rec.last_tried, rec.last_generation = e.last_tried, e.assignment.generation
+            if e.requeue == "PendingPreemption":
+                queue.sticky = rec.workload.name
+            immediate = e.status == "skipped" or e.requeue == "PendingPreemption"
+            pending_flavors = any(i != -1 for tried in e.last_tried or () for i in tried.values())
+            if immediate or pending_flavors:
+                queue.push(rec.workload)
+            else:
+                queue.park(rec.workload.name)
+            result.pending.append(Pending(rec.workload.name, e.cq.name, rec.reason, rec.message))
+        for target, e in outcome.preempted:
+            victim = self.records[target.victim.name]
+            message = preemption_message(
+                e.workload,
+                target.reason,
+                _path(self.snapshot, e.cq.name),
+                _path(self.snapshot, target.victim.cluster_queue),
+            )
+            result.evicted.append(
+                Eviction(
+                    victim.workload.name,
+                    target.victim.cluster_queue,
+                    "Preempted",
+                    target.reason,
+                    message,
+                    e.workload.name,
+                )
+            )
+            self._evict(victim, now, requeued=True)
+            victim.reason, victim.message = "Pending", message
+        return result
+
+    def has_heads(self) -> bool:
+        """Whether an active queue has a workload to offer the next cycle."""
+        return any(self.queues[n].has_heads() for n in self.snapshot.active)
+
+    def fire_requeues(self, now: float | None = None) -> bool:
+        """Move back the inadmissible workloads whose requeue is due by ``now`` (all when None)."""
+        due = [n for n, t in self._requeue_due.items() if now is None or t <= now]
+        for n in due:
+            del self._requeue_due[n]
+        self._requeue(due)
+        return bool(due)
+
+    def settle(self, now: float, max_cycles: int = 100_000) -> list[CycleResult]:
+        """Cycles until no queue has a head and no requeue is waiting (the batch period is taken to
+        elapse whenever the heaps are empty, as Kueue's cycles take milliseconds)."""
+        results = []
+        for _ in range(max_cycles):
+            if self.has_heads():
+                results.append(self.cycle(now))
+            elif not self.fire_requeues():
+                return results
+        raise RuntimeError(f"not settled after {max_cycles} cycles")
+
+    def advance(self, now: float, max_cycles: int = 100_000) -> list[CycleResult]:
+        """Fire the requeues due by ``now``, then cycle while there are heads (time-driven runs)."""
+        self.fire_requeues(now)
+        results: list[CycleResult] = []
+        for _ in range(max_cycles):
+            if not self.has_heads():
+                return results
+            results.append(self.cycle(now))
+        raise RuntimeError(f"not settled after {max_cycles} cycles")
+
+    def next_requeue(self) -> float | None:
+        return min(self._requeue_due.values(), default=None)
+
+    # -- views -------------------------------------------------------------------------------------
+    def admitted(self) -> dict[str, Admitted]:
+        return {n: r.admitted for n, r in sorted(self.records.items()) if r.admitted is not None}
+
+    def pending(self) -> dict[str, Pending]:
+        return {
+            n: Pending(n, r.workload.cluster_queue, r.reason, r.message)
+            for n, r in sorted(self.records.items())
+            if r.admitted is None
+        }
+
+
+def _path(snap: Snapshot, cq: str) -> str:
+    """``buildCQPath``: ``/<cohort>/<queue>``."""
+    cohort = snap.queues[cq].cohort
+    return f"/{cohort}/{cq}" if cohort else f"/{cq}"
+
+
+def heads_of(cluster: Cluster) -> Sequence[str]:
+    """The workloads each active queue would offer next (for tests)."""
+    out = []
+    for name in sorted(cluster.queues):
+        q = cluster.queues[name]
+        if name in cluster.snapshot.active and q.has_heads():
+            best = min(
+                (cluster.records[n].workload for n, w in q.where.items() if w == "heap"),
+                key=lambda wl: (wl.name != q.sticky, -wl.priority, wl.created, wl.key),
+            )
+            out.append(best.name)
+    return out

@@ -1,0 +1,314 @@
+"""Topology-aware placement of pod sets on one TAS flavor, as Kueue v0.17.0 computes it
+(``pkg/cache/scheduler/tas_flavor_snapshot.go``, ``FindTopologyAssignmentsForFlavor`` and
+``findTopologyAssignment``), with the ``TASProfileMixed`` matrix (on by default since v0.15,
+``pkg/features/kube_features.go``): **BestFit** for ``required`` and ``preferred``,
+**LeastFreeCapacity** for ``unconstrained`` and implied requests (``useLeastFreeCapacityAlgorithm``).
+
+Phase 1, counts (``fillInCounts``, ``fillInCountsHelper``)
+    Each leaf holds ``count_in(requests + 1 pod, free - TAS usage - assumed usage)`` pods; with the
+    hostname lowest a leaf with an untolerated ``NoSchedule``/``NoExecute`` taint (pod set's and
+    flavor's tolerations) or not matching the pod set's ``nodeSelector`` holds 0 and is counted as
+    excluded. A domain holds the sum of its children.
+
+Phase 2a, the level (``findLevelWithFitDomains``)
+    Domains of the requested level sorted by pods held (BestFit: descending; LeastFreeCapacity:
+    ascending), ties by level values. BestFit: if the first holds the pod set, the tightest domain
+    that holds it (``findBestFitDomain``: smallest count ≥ needed, first in sorted order). Else
+    ``required`` fails, ``preferred`` tries the level above, and at the top level domains are taken in
+    order until covered, the last one swapped for the tightest that covers the rest. LeastFreeCapacity:
+    the first domain that holds it, else domains in ascending order until covered.
+
+Phase 2b, descending (``updateCountsToMinimumGeneric``)
+    The children of every chosen domain are pooled, sorted the same way, and taken greedily (BestFit
+    optimising the last), level by level down to the leaves; the assignment lists the leaves
+    (hostnames only when the hostname is the lowest level) in level-value order (``buildAssignment``).
+
+Failure messages are Kueue's words (``notFitMessage``, ``ExclusionStats.formatReasons``), e.g.
+``topology "default" allows to fit only 3 out of 4 pod(s)`` and ``... doesn't allow to fit any of 1
+pod(s). Total nodes: 4; excluded: resource "cpu": 4``. Pod-set slices, leader/worker groups,
+balanced placement, node affinity and node replacement are out of scope (see the package docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from topogov.domain.kueue_model.objects import PODS, Toleration, TopologyRequest
+from topogov.domain.kueue_model.resources import add_into, count_in
+from topogov.domain.kueue_model.topology import DomainUsage, FlavorTree
+
+
+@dataclass(frozen=True, slots=True)
+class TASRequest:
+    """``TASPodSetRequests``: a pod set asking for placement on one flavor. ``implied``: no topology
+    annotation, in a ClusterQueue whose flavors are all TAS (``isTASImplied``)."""
+
+    pod_set: str
+    count: int
+    requests: Mapping[str, int]
+    topology: TopologyRequest | None = None
+    implied: bool = False
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAssignment:
+    """``utiltas.TopologyAssignment``: ``levels`` and per domain (level values, pod count)."""
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]
+
+    @property
+    def pods(self) -> int:
+        return sum(c for _, c in self.domains)
+
+    def ranks(self) -> tuple[str, ...]:
+        """The lowest-level value of each pod by rank, as the ungater assigns pods with a completion
+        index (``topology_ungater.go``, ``rankToDomainID``): domains in order, ``count`` each."""
+        return tuple(values[-1] for values, count in self.domains for _ in range(count))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """``tasPodSetAssignmentResult``: an assignment, or a failure reason (Kueue's words)."""
+
+    assignment: TopologyAssignment | None
+    failure: str = ""
+
+
+class _Counts:
+    """Phase 1 for one pod set: per-level pod counts and what the exclusion message needs."""
+
+    def __init__(
+        self,
+        tree: FlavorTree,
+        requests: Mapping[str, int],
+        assumed: Mapping[int, Mapping[str, int]],
+        simulate_empty: bool,
+        tolerations: Sequence[Toleration],
+        selector: Mapping[str, str],
+    ) -> None:
+        self.tree = tree
+        classes = tree.leaf_empty_class if simulate_empty else tree.leaf_class
+        remaining_of = tree.class_remaining
+        per_class = {c: count_in(requests, remaining_of[c]) for c in set(classes)}
+        class_count = {c: n for c, (n, _) in per_class.items()}
+        self.leaf_limit: dict[int, str] = {}
+        state = [class_count[c] for c in classes]
+        self.excluded: dict[int, str] = {}  # leaf -> "taint ..." | "nodeSelector"
+        if tree.lowest_is_host:
+            for i in tree.tainted:
+                for taint in tree.leaf_nodes[i].taints:
+                    if taint.effect in ("NoSchedule", "NoExecute") and not any(
+                        t.tolerates(taint) for t in tolerations
+                    ):
+                        self.excluded[i] = f"taint:{taint}"
+                        break
+            if selector:
+                for i, node in enumerate(tree.leaf_nodes):
+                    if i not in self.excluded and any(node.labels.get(k) != v for k, v in selector.items()):
+                        self.excluded[i] = "nodeSelector"
+        for i, extra in assumed.items():
+            remaining = tree.remaining(i, simulate_empty=simulate_empty)
+            for name, value in extra.items():
+                remaining[name] = remaining.get(name, 0) - value
+            state[i], self.leaf_limit[i] = count_in(requests, remaining)
+        for i in self.excluded:
+            state[i] = 0
+        self.classes, self.per_class, self.leaf_state = classes, per_class, state
+        self.states: list[list[int]] = [[] for _ in tree.levels]
+        if tree.levels:
+            self.states[-1] = state
+            for lvl in range(len(tree.levels) - 1, 0, -1):
+                acc = [0] * len(tree.values[lvl - 1])
+                for p, s in zip(tree.parent[lvl], self.states[lvl], strict=True):
+                    acc[p] += s
+                self.states[lvl - 1] = acc
+
+    def exclusions(self) -> str:
+        """``". Total nodes: N; excluded: ..."`` or ``""`` (``ExclusionStats``)."""
+        selector = sum(1 for r in self.excluded.values() if r == "nodeSelector")
+        taints: dict[str, int] = {}
+        for reason in self.excluded.values():
+            if reason.startswith("taint:"):
+                taints[reason[6:]] = taints.get(reason[6:], 0) + 1
+        resources: dict[str, int] = {}
+        for i, s in enumerate(self.leaf_state):
+            if i in self.excluded or s != 0:
+                continue
+            limit = self.leaf_limit[i] if i in self.leaf_limit else self.per_class[self.classes[i]][1]
+            if limit:
+                resources[limit] = resources.get(limit, 0) + 1
+        reasons = [f"nodeSelector: {selector}"] if selector else []
+        reasons += [f'taint "{t}": {n}' for t, n in sorted(taints.items())]
+        reasons += [f'resource "{r}": {n}' for r, n in sorted(resources.items())]
+        if not reasons:
+            return ""
+        return f". Total nodes: {len(self.leaf_state)}; excluded: {', '.join(sorted(reasons))}"
+
+
+def _best_fit(domains: Sequence[int], state: Sequence[int], needed: int) -> int:
+    """``findBestFitDomainBy``: from the first domain, the first with the smallest count ≥ needed."""
+    best = domains[0]
+    best_state = state[best]
+    for d in domains:
+        s = state[d]
+        if needed <= s < best_state:
+            best, best_state = d, s
+    return best
+
+
+def _take(domains: Sequence[int], count: int, state: Sequence[int], best_fit: bool) -> list[tuple[int, int]]:
+    """``updateCountsToMinimumGeneric`` without slices or leaders: (domain, pods) taken in order, the
+    last optimised by BestFit. Kueue logs an error and returns nothing if the domains fall short."""
+    remaining, out = count, []
+    for i, d in enumerate(domains):
+        if best_fit and state[d] >= remaining:
+            d = _best_fit(domains[i:], state, remaining)
+        if state[d] >= remaining:
+            out.append((d, remaining))
+            return out
+        remaining -= state[d]
+        out.append((d, state[d]))
+    return []
+
+
+def _sorted(domains: Sequence[int], state: Sequence[int], best_fit: bool) -> list[int]:
+    """``sortedDomains`` without slices: pods held descending (BestFit) or ascending, then values."""
+    if best_fit:
+        return sorted(domains, key=lambda d: (-state[d], d))
+    return sorted(domains, key=lambda d: (state[d], d))
+
+
+def _not_fit(tree: FlavorTree, counts: _Counts, fit: int, total: int) -> str:
+    """``notFitMessage`` for pods (slice size 1)."""
+    name = tree.topology_name
+    if fit == 0:
+        head = f'topology "{name}" doesn\'t allow to fit any of {total} pod(s)'
+    else:
+        head = f'topology "{name}" allows to fit only {fit} out of {total} pod(s)'
+    return head + counts.exclusions()
+
+
+def _find_level(
+    tree: FlavorTree, counts: _Counts, level: int, required: bool, count: int, lfc: bool
+) -> tuple[int, list[int], str]:
+    """``findLevelWithFitDomains``: the level and its chosen domains, or a failure reason."""
+    state = counts.states[level]
+    n = len(state)
+    if n == 0:
+        return 0, [], f"no topology domains at level: {tree.levels[level]}"
+    if lfc:
+        best = -1
+        for d in range(n):
+            if state[d] >= count and (best < 0 or state[d] < state[best]):
+                best = d
+        if best >= 0:
+            return level, [best], ""
+        order = _sorted([d for d in range(n) if state[d] != 0], state, False)
+    else:
+        top = 0
+        for d in range(1, n):
+            if state[d] > state[top]:
+                top = d
+        if state[top] >= count:
+            best = top
+            for d in range(n):
+                if count <= state[d] < state[best]:
+                    best = d
+            return level, [best], ""
+        if required:
+            return 0, [], _not_fit(tree, counts, state[top], count)
+        if level > 0:
+            return _find_level(tree, counts, level - 1, required, count, lfc)
+        order = _sorted(range(n), state, True)
+    results, remaining = [], count
+    for idx, d in enumerate(order):
+        if remaining <= 0:
+            break
+        if not lfc and state[d] >= remaining:
+            d = _best_fit(order[idx:], state, remaining)
+        results.append(d)
+        remaining -= state[d]
+    if remaining > 0:
+        return 0, [], _not_fit(tree, counts, count - remaining, count)
+    return level, results, ""
+
+
+def _level_key(tree: FlavorTree, request: TASRequest) -> str | None:
+    """``levelKeyWithImpliedFallback``: required, preferred, the lowest level for unconstrained and
+    implied requests."""
+    tr = request.topology
+    if tr is not None and tr.required is not None:
+        return tr.required
+    if tr is not None and tr.preferred is not None:
+        return tr.preferred
+    if (tr is not None and tr.unconstrained) or request.implied:
+        return tree.levels[-1] if tree.levels else None
+    return None
+
+
+def find_assignment(
+    tree: FlavorTree,
+    request: TASRequest,
+    assumed: Mapping[int, Mapping[str, int]] | None = None,
+    *,
+    simulate_empty: bool = False,
+) -> Placement:
+    """``findTopologyAssignment`` for one pod set (no slices, no leader)."""
+    key = _level_key(tree, request)
+    if key is None:
+        return Placement(None, "topology level not specified")
+    if key not in tree.levels:
+        return Placement(None, f"no requested topology level: {key}")
+    level = tree.levels.index(key)
+    required = request.topology is not None and request.topology.required is not None
+    lfc = (request.topology is not None and request.topology.unconstrained) or request.implied
+    requests = {**request.requests, PODS: request.requests.get(PODS, 0) + 1}
+    tolerations = (*request.tolerations, *tree.tolerations)
+    counts = _Counts(tree, requests, assumed or {}, simulate_empty, tolerations, request.node_selector)
+    fit_level, domains, reason = _find_level(tree, counts, level, required, request.count, lfc)
+    if reason:
+        return Placement(None, reason)
+    best_fit = not lfc
+    current = _take(domains, request.count, counts.states[fit_level], best_fit)
+    for lvl in range(fit_level, len(tree.levels) - 1):
+        pooled = [c for d, _ in current for c in tree.children[lvl][d]]
+        state = counts.states[lvl + 1]
+        current = _take(_sorted(pooled, state, best_fit), request.count, state, best_fit)
+    leaves = sorted((d, n) for d, n in current if n != 0)
+    start = len(tree.levels) - 1 if tree.lowest_is_host else 0
+    values = tree.values[-1]
+    return Placement(
+        TopologyAssignment(tuple(tree.levels[start:]), tuple((values[d][start:], n) for d, n in leaves))
+    )
+
+
+def find_assignments(
+    tree: FlavorTree, requests: Sequence[TASRequest], *, simulate_empty: bool = False
+) -> dict[str, Placement]:
+    """``FindTopologyAssignmentsForFlavor``: pod sets in order, each seeing the ones before it as
+    assumed usage (single-pod requests times count, without ``pods``: ``addAssumedUsage``); stops at
+    the first failure."""
+    out: dict[str, Placement] = {}
+    assumed: dict[int, dict[str, int]] = {}
+    for request in requests:
+        placed = find_assignment(tree, request, assumed, simulate_empty=simulate_empty)
+        out[request.pod_set] = placed
+        if placed.failure or placed.assignment is None:
+            return out
+        for values, n in placed.assignment.domains:
+            leaf = tree.leaf_of(values)
+            if leaf is not None:
+                add_into(assumed.setdefault(leaf, {}), request.requests, n)
+    return out
+
+
+def domain_usage(assignment: TopologyAssignment, single: Mapping[str, int]) -> list[DomainUsage]:
+    """The TAS usage of an assignment (``ComputeTASNetUsage``, one flavor)."""
+    return [DomainUsage(values, dict(single), n) for values, n in assignment.domains]
+
+
+Finder = Callable[[FlavorTree, Sequence[TASRequest]], dict[str, Placement]]
