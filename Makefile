@@ -8,6 +8,7 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
 .PHONY: help install kubectl controlplane local test unit integration lint bench hardening clean openapi synth
+.PHONY: checks-tools bench-coldstart
 
 help:
 	@echo "make local   - the local stack (AWS on moto, Kubernetes + Kueue built from source, the API) and a walkthrough"
@@ -22,7 +23,18 @@ $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.t
 	$(PIP) install --no-deps --no-build-isolation -e . -e cli -e local 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.installed-*; touch $@
 
-install: $(STAMP) kubectl node_modules/.installed controlplane
+install: $(STAMP) kubectl node_modules/.installed controlplane checks-tools
+
+# cfn-lint and checkov (tests/infra/test_template_checks.py runs them on the synthesized template), in
+# a virtual environment of their own: checkov pins a boto3 that runtime.txt's cannot live beside.
+CHECKS       := $(VENV)/checks
+CHECKS_STAMP := $(CHECKS)/.installed-$(shell sha1sum requirements/checks.txt 2>/dev/null | cut -c1-12)
+$(CHECKS_STAMP): requirements/checks.txt
+	@test -x $(CHECKS)/bin/python || $(PYTHON) -m venv $(CHECKS)
+	$(CHECKS)/bin/pip --disable-pip-version-check -q install -r requirements/checks.txt
+	@rm -f $(CHECKS)/.installed-*; touch $@
+
+checks-tools: $(CHECKS_STAMP)
 
 # The local cluster: etcd, Kubernetes v1.35.4 (apiserver, controller manager, scheduler, kubectl),
 # Kueue v0.17.0 and KWOK v0.8.0, built from the Go modules pinned in local/controlplane/ into
@@ -69,6 +81,10 @@ synth: install
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000
 	$(BIN)/topogov bench governor --nodes 100 --nodes 1000 --nodes 10000
+
+# Cold start before/after pruning the layer and with SnapStart (needs PyPI, or TOPOGOV_WHEELHOUSE).
+bench-coldstart: install
+	$(BIN)/topogov bench coldstart
 
 # The hardening suites at report size (make test runs them bounded); prints the report at the end.
 hardening: install

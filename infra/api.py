@@ -34,7 +34,17 @@ class Api(Construct):
             self,
             "Handler",
             spec=FunctionSpec(
-                "api", "topogov.handlers.api.handler", Duration.seconds(29), 1024, settings.to_env()
+                "api",
+                "topogov.handlers.api.handler",
+                Duration.seconds(29),
+                1024,
+                settings.to_env(),
+                # A bound on what the API may take of the account's concurrency (stage throttling bounds
+                # the rate, not how many requests wait on a slow Kubernetes API at once).
+                reserved_concurrency=config.api_reserved_concurrency,
+                # A cold start restores a snapshot taken after topogov.handlers.snapstart primed the
+                # imports and clients (the hooks keep credentials, seeds and connections out of it).
+                snap_start=True,
             ),
             context=context,
         )
@@ -135,7 +145,8 @@ class Api(Construct):
         validator = self.rest_api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
-        integration = apigw.LambdaIntegration(self.fn.function, proxy=True, allow_test_invoke=False)
+        # The alias, never $LATEST: only a published version has the SnapStart snapshot.
+        integration = apigw.LambdaIntegration(self.fn.target, proxy=True, allow_test_invoke=False)
         from topogov.handlers.api import routes  # the application's routes, not a copy
 
         for path, methods in routes().items():

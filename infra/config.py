@@ -42,6 +42,9 @@ class DeployConfig(BaseModel):
     api_burst_limit: int = Field(100, ge=1)
     submit_rate_limit: float = Field(10, gt=0)
     submit_burst_limit: int = Field(20, ge=1)
+    api_reserved_concurrency: int = Field(
+        25, ge=1, le=1000, description="concurrent executions reserved for (and the most taken by) the API"
+    )
     kueue_api_version: Literal["v1beta1", "v1beta2"] = Field(
         "v1beta1", description="the Kueue API version the governor writes"
     )
@@ -111,6 +114,7 @@ class DeployConfig(BaseModel):
             ("drift_alarm_threshold", int),
             ("api_burst_limit", int),
             ("submit_burst_limit", int),
+            ("api_reserved_concurrency", int),
             ("api_latency_alarm_ms", int),
             ("api_rate_limit", float),
             ("submit_rate_limit", float),

@@ -1,8 +1,9 @@
 """Lambda code and dependencies, bundled without Docker, and one factory for both functions.
 
 - The dependencies layer is ``pip install --platform manylinux2014_x86_64 --only-binary=:all:
-  --python-version 3.12`` of ``requirements/runtime.txt`` behind CDK local bundling; its asset hash
-  is the hash of that file, so it is rebuilt only when a pin changes.
+  --python-version 3.12`` of ``requirements/runtime.txt`` behind CDK local bundling, without what no
+  function imports (:mod:`infra.layer`); its asset hash covers the pins and the pruning, so it is
+  rebuilt only when one of them changes.
 - The function code is the ``topogov`` package, whole (an allow-list: :data:`SHIPPED`, the only
   package copied; the CLI and the local stack are other distributions in other folders), plus the
   team policy at ``policy/teams.yaml``; its asset hash covers both.
@@ -11,10 +12,7 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,13 +32,20 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.names import PIP_PLATFORM, POLICY_IN_BUNDLE, PYTHON_VERSION, SERVICE
+from infra import layer
+from infra.names import PIP_PLATFORM, POLICY_IN_BUNDLE, SERVICE
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "lambdas"
 SHIPPED = ("topogov",)  # the packages of the function asset: nothing else under lambdas/ is copied
 PACKAGE = SOURCES / "topogov"
-REQUIREMENTS = ROOT / "requirements" / "runtime.txt"
+REQUIREMENTS = layer.REQUIREMENTS
+# x86_64, not arm64: every wheel of the layer exists for manylinux2014_aarch64 too, but the layer's
+# native code (pydantic-core, PyYAML, wrapt, charset-normalizer) is exercised only on x86_64 here (the
+# tests, the local stack, the benchmarks), and arm64's 20 % lower price per GB-second is cents a month
+# at this service's load. Moving means PIP_PLATFORM (infra/names.py) and this together.
+ARCHITECTURE = lambda_.Architecture.X86_64
+RUNTIME = lambda_.Runtime.PYTHON_3_12  # SnapStart needs 3.12+ (the api function uses it)
 NOMINAL_IMAGE = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")  # never pulled
 
 
@@ -61,32 +66,10 @@ def shipped_sources() -> list[Path]:
 
 @jsii.implements(ILocalBundling)
 class PipLayerBundling:
-    def __init__(self, requirements: Path) -> None:
-        self.requirements = requirements
+    """The layer's content: :func:`infra.layer.bundle` (pip for the Lambda platform, then pruned)."""
 
     def try_bundle(self, output_dir: str, *_: Any, **__: Any) -> bool:
-        target = Path(output_dir) / "python"
-        # Without network access, point TOPOGOV_WHEELHOUSE at a directory of the wheels
-        # (`pip download --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.12 -r ...`).
-        wheelhouse = os.environ.get("TOPOGOV_WHEELHOUSE")
-        offline = ["--no-index", "--find-links", wheelhouse] if wheelhouse else []
-        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        platform = ["--platform", PIP_PLATFORM, "--implementation", "cp", "--python-version", PYTHON_VERSION]
-        subprocess.run(
-            [
-                *pip,
-                *platform,
-                "--only-binary=:all:",
-                "--target",
-                str(target),
-                "-r",
-                str(self.requirements),
-                *offline,
-            ],
-            check=True,
-        )
-        for junk in target.rglob("__pycache__"):
-            shutil.rmtree(junk, ignore_errors=True)
+        layer.bundle(Path(output_dir))
         return True
 
 
@@ -110,14 +93,14 @@ def dependencies_layer(scope: Construct) -> lambda_.LayerVersion:
     return lambda_.LayerVersion(
         scope,
         "Dependencies",
-        description="topogov runtime dependencies (requirements/runtime.txt), manylinux2014_x86_64 cp312",
-        compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
-        compatible_architectures=[lambda_.Architecture.X86_64],
+        description=f"topogov runtime dependencies (requirements/runtime.txt), {PIP_PLATFORM} cp312, pruned",
+        compatible_runtimes=[RUNTIME],
+        compatible_architectures=[ARCHITECTURE],
         code=lambda_.Code.from_asset(
             str(REQUIREMENTS.parent),
             asset_hash_type=AssetHashType.CUSTOM,
-            asset_hash=_digest([REQUIREMENTS]),
-            bundling=BundlingOptions(image=NOMINAL_IMAGE, local=PipLayerBundling(REQUIREMENTS)),
+            asset_hash=layer.digest(),
+            bundling=BundlingOptions(image=NOMINAL_IMAGE, local=PipLayerBundling()),
         ),
     )
 
@@ -151,10 +134,18 @@ class FunctionSpec:
     memory_mb: int
     environment: dict[str, str]
     reserved_concurrency: int | None = None
+    # SnapStart on published versions, invoked through the alias ``live`` (``TopogovFunction.target``),
+    # which always names the version this deployment published; the version before it is deleted, as a
+    # snapshot is charged for as long as its version exists.
+    snap_start: bool = False
+
+
+ALIAS = "live"
 
 
 class TopogovFunction(Construct):
-    """A function with its own role (logs to its own log group only, X-Ray) and log group."""
+    """A function with its own role (logs to its own log group only, X-Ray) and log group; with
+    SnapStart, its published version and the alias its callers invoke (``target``)."""
 
     def __init__(
         self,
@@ -184,8 +175,8 @@ class TopogovFunction(Construct):
         self.function = lambda_.Function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_12,
-            architecture=lambda_.Architecture.X86_64,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
             handler=spec.handler,
             code=context.code,
             layers=[context.layer],
@@ -201,9 +192,22 @@ class TopogovFunction(Construct):
                 "POWERTOOLS_LOG_LEVEL": "INFO",
                 **spec.environment,
             },
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if spec.snap_start else None,
+            current_version_options=lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY)
+            if spec.snap_start
+            else None,
             **(context.vpc_config or {}),
             **function_kwargs,
         )
+        self.alias: lambda_.Alias | None = None
+        if spec.snap_start:
+            self.alias = lambda_.Alias(self, "Live", alias_name=ALIAS, version=self.function.current_version)
+
+    @property
+    def target(self) -> lambda_.IFunction:
+        """What callers invoke: the alias with SnapStart (``$LATEST`` never has a snapshot), else the
+        function."""
+        return self.alias or self.function
 
     def allow_describe_cluster(self, cluster_name: str) -> None:
         """``eks:DescribeCluster`` on this cluster only: endpoint and CA for the Kubernetes client."""

@@ -40,6 +40,12 @@ def _bench_admission(args: argparse.Namespace) -> int:
     return run_admission(args)
 
 
+def _bench_coldstart(args: argparse.Namespace) -> int:
+    from topogov_local.bench_coldstart import run
+
+    return run(args)
+
+
 def add_parsers(sub: Any) -> None:
     local = sub.add_parser(
         "local",
@@ -111,3 +117,16 @@ def add_parsers(sub: Any) -> None:
     )
     badm.add_argument("--json", action="store_true", help="one JSON object per measurement")
     badm.set_defaults(func=_bench_admission)
+    bcold = bsub.add_parser(
+        "coldstart",
+        help="cold start before/after: layer size, handler imports, import + first dry run, SnapStart",
+        description=(
+            "Builds the layer before and after pruning, then times, in fresh interpreters of the Lambda "
+            "runtime's Python, each handler's import and the api handler's import + first dry run, "
+            "without and with SnapStart's hooks (median of --runs)."
+        ),
+    )
+    bcold.add_argument("--runs", type=int, default=5, help="fresh interpreters per figure (5)")
+    bcold.add_argument("--python", default=None, help="the interpreter (default: python3.12 if found)")
+    bcold.add_argument("--json", action="store_true", help="one JSON object")
+    bcold.set_defaults(func=_bench_coldstart)

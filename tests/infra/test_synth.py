@@ -33,6 +33,16 @@ def test_npx_cdk_synth_bundles_the_layer_and_the_code_without_docker(tmp_path):
     assert (layer / "python" / "kubernetes").is_dir() and (
         layer / "python" / "aws_lambda_powertools"
     ).is_dir()
+    # only what the functions import (infra/layer.py; tests/infra/test_layer.py proves it): under 60 MB
+    # unzipped, without kubernetes' asyncio client and the aiohttp stack it alone needs
+    from infra.layer import UNUSED_DISTRIBUTIONS, size
+
+    assert size(layer) <= 60_000_000, size(layer)
+    assert not (layer / "python" / "kubernetes" / "aio").exists()
+    assert (layer / "python" / "kubernetes" / "client" / "api_client.py").exists()
+    for dist in UNUSED_DISTRIBUTIONS:
+        assert not list((layer / "python").glob(f"{dist.replace('-', '_')}*")), dist
+    assert not list((layer / "python").glob("snapshot_restore_py*"))  # the runtime's copy runs the hooks
     # boto3 and botocore ship together, at the versions pinned as a pair (never the runtime's boto3 over
     # the layer's botocore)
     pins = dict(

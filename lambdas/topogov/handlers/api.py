@@ -343,3 +343,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if _service is not None:
         _service.lambda_context = context
     return app.resolve(event, context)
+
+
+# SnapStart's hooks are run only when a module the handler imports registered them.
+from topogov.handlers import snapstart as _snapstart  # noqa: E402, F401

@@ -1,0 +1,161 @@
+"""SnapStart runtime hooks of the api function (infra/api.py turns SnapStart on for it).
+
+Lambda initialises a SnapStart function once per published version, runs the hooks registered
+before the snapshot, and starts every later cold start by restoring that snapshot and running the
+after-restore hooks (Lambda Developer Guide, snapstart-runtime-hooks-python.html). The registry is
+``snapshot_restore_py``, which Lambda's Python runtime ships (it is never in the layer: a copy there
+would shadow the runtime's); this module is imported by ``topogov.handlers.api``, as the runtime
+only runs hooks registered by modules the handler imports.
+
+:func:`prime` (before the snapshot) builds the service the first request uses - the policy loaded
+and validated, the S3 and DynamoDB clients with their service models - imports what a dry run and a
+submission import on first use (the Kubernetes client, the idempotency utility, the admission logic,
+the X-Ray SDK behind the Tracer), and has the resolver build its per-route validation. It makes no
+network call and fetches no credential: the clients sign with credentials resolved on their first
+request, after the restore (:func:`deferred_session`), so none is in the snapshot, and no connection
+is open to be copied (the X-Ray emitter's UDP socket is connectionless).
+
+:func:`refresh` (after each restore) re-seeds ``random``: every environment restored from one snapshot
+would otherwise draw the same retry jitter (Lambda Developer Guide, snapstart-uniqueness.html).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+import random
+from typing import Any
+
+# Imported on first use by a dry run or a submission (``topogov bench coldstart`` lists what the
+# first request still imports after priming).
+FIRST_REQUEST = (
+    "topogov.logic.admission",
+    "topogov.logic.api_service",
+    "topogov.domain.placement",
+    "topogov.domain.jobs",
+    "topogov.domain.kueue",
+    "topogov.adapters.ledger",
+    "topogov.adapters.snapshot_store",
+    "topogov.adapters.kube_jobs",
+    "topogov.adapters.kube_auth",
+    "kubernetes.client.api_client",
+    "kubernetes.client.configuration",
+    "kubernetes.client.rest",
+    "aws_lambda_powertools.utilities.idempotency",
+    "aws_lambda_powertools.utilities.idempotency.exceptions",
+    "aws_lambda_powertools.metrics",
+    "boto3.dynamodb.types",
+    "botocore.exceptions",
+)
+CREDENTIALS_LIFETIME = dt.timedelta(minutes=20)  # see DeferredChain._fetch
+
+
+class DeferredChain:
+    """The default credential chain, asked only when a client first signs a request, and again
+    whenever botocore's refresh window says so (every few minutes)."""
+
+    METHOD = "topogov-deferred"
+
+    def __init__(self, chain: Any) -> None:
+        self._chain = chain  # botocore's CredentialResolver: env, container (SnapStart), metadata...
+        self._inner: Any = None
+        self.fetches = 0
+
+    def load(self) -> Any:
+        from botocore.credentials import DeferredRefreshableCredentials
+
+        return DeferredRefreshableCredentials(refresh_using=self._fetch, method=self.METHOD)
+
+    def _fetch(self) -> dict[str, Any]:
+        from botocore.exceptions import NoCredentialsError
+
+        self.fetches += 1
+        if self._inner is None or not hasattr(self._inner, "refresh_needed"):
+            self._inner = self._chain.load_credentials()  # static ones are re-read each time
+        if self._inner is None:
+            raise NoCredentialsError()
+        frozen = self._inner.get_frozen_credentials()  # a refreshable inner one refreshes itself
+        # 20 minutes: botocore refreshes 15 minutes before the expiry it is told, so this copy is
+        # re-read from the inner one after ~5; the inner one is refreshed 15 minutes before its own.
+        expiry = dt.datetime.now(dt.UTC) + CREDENTIALS_LIFETIME
+        return {
+            "access_key": frozen.access_key,
+            "secret_key": frozen.secret_key,
+            "token": frozen.token,
+            "expiry_time": expiry.isoformat(),
+        }
+
+
+def deferred_session(region: str | None) -> Any:
+    """A boto3 session whose clients hold no credential until their first signed request."""
+    import boto3
+    import botocore.session
+    from botocore.credentials import CredentialResolver, create_credential_resolver
+
+    core = botocore.session.Session()
+    chain = DeferredChain(create_credential_resolver(core, region_name=region))
+    core.register_component("credential_provider", CredentialResolver(providers=[chain]))
+    return boto3.session.Session(botocore_session=core, region_name=region)
+
+
+def _resolver_event() -> dict[str, Any]:
+    """``GET /v1/openapi.json`` as API Gateway sends it: answered from the code alone, and building
+    the document builds every route's request validation, which a first request would otherwise do."""
+    return {
+        "resource": "/v1/openapi.json",
+        "path": "/v1/openapi.json",
+        "httpMethod": "GET",
+        "headers": {"Host": "snapstart.invalid"},
+        "multiValueHeaders": {"Host": ["snapstart.invalid"]},
+        "queryStringParameters": None,
+        "multiValueQueryStringParameters": None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/v1/openapi.json",
+            "httpMethod": "GET",
+            "path": "/prod/v1/openapi.json",
+            "stage": "prod",
+            "requestId": "snapstart-prime",
+            "identity": {"sourceIp": "127.0.0.1", "userArn": None},
+        },
+        "body": None,
+        "isBase64Encoded": False,
+    }
+
+
+def prime() -> None:
+    """Before the snapshot: everything the first request would do that needs no network."""
+    from topogov.bootstrap import build_api_service
+    from topogov.handlers import api
+    from topogov.observability import get_tracer
+    from topogov.settings import ApiSettings
+
+    settings = ApiSettings.from_env()
+    api.set_service(build_api_service(settings, deferred_session(settings.region)))
+    for name in FIRST_REQUEST:
+        importlib.import_module(name)
+    get_tracer()  # the X-Ray SDK (imported and its patches applied on the Tracer's creation)
+    context: Any = None  # the resolver keeps it for the handler's use; the openapi route reads none
+    answer = api.app.resolve(_resolver_event(), context)
+    if answer["statusCode"] != 200:  # the hook failing fails the publish, not a request later
+        raise RuntimeError(f"SnapStart priming: GET /v1/openapi.json answered {answer['statusCode']}")
+    json.loads(answer["body"])
+
+
+def refresh() -> None:
+    """After each restore: what must differ between environments restored from one snapshot."""
+    random.seed()  # from os.urandom, which the restored kernel re-seeds
+
+
+try:
+    from snapshot_restore_py import (  # type: ignore[import-untyped]  # no py.typed
+        register_after_restore,
+        register_before_snapshot,
+    )
+except ImportError:  # not Lambda's Python runtime (3.12+ ships it) nor a dev install: no snapshot
+    pass
+else:
+    register_before_snapshot(prime)
+    register_after_restore(refresh)
