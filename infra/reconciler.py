@@ -70,11 +70,21 @@ class Reconciler(Construct):
             )
         )
         self.fn.role.add_to_policy(storage.snapshot_existence_statement())
+        # The ledger sync lists and reads the job records and releases a charge (an UpdateItem of the
+        # record beside one of the team's counters, in one transaction); counters are read, never
+        # listed (observed by tests/rehearse under this role).
         self.fn.role.add_to_policy(
             iam.PolicyStatement(
                 sid="LedgerSync",
                 actions=["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"],
-                resources=[storage.ledger.table_arn, storage.counters.table_arn],
+                resources=[storage.ledger.table_arn],
+            )
+        )
+        self.fn.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="CountersSync",
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                resources=[storage.counters.table_arn],
             )
         )
         function = self.fn.function

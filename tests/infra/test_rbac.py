@@ -191,11 +191,12 @@ def test_team_namespaces_come_from_teams_yaml() -> None:
 
 
 def test_reconciler_has_exactly_its_permissions() -> None:
-    governor_verbs = ("get", "list", "create", "update", "patch", "delete")  # no watch: it polls
+    governor_verbs = ("get", "list", "create", "update", "delete")  # no watch: it polls
     expected = (
         _set(None, "", ("nodes",), ("get", "list", "patch"))
         | _set(None, "", ("pods",), ("list",))
-        | _set(None, "", ("namespaces",), ("get", "list", "create"))  # never changes or deletes one
+        | _set(None, "", ("namespaces",), ("list", "create"))  # never read by name, changed or deleted
+        | _set(None, KUEUE, ("clusterqueues",), ("patch",))  # stopPolicy of a removed team's queue
         | _set(
             None,
             KUEUE,
@@ -230,8 +231,8 @@ def test_api_has_exactly_its_permissions_in_team_namespaces_only() -> None:
     for ns in _team_namespaces():
         expected |= (
             _set(ns, "batch", ("jobs",), ("create", "get", "list", "delete"))
-            | _set(ns, "", ("pods",), ("get", "list"))
-            | _set(ns, KUEUE, ("workloads",), ("get", "list"))
+            | _set(ns, "", ("pods",), ("list",))
+            | _set(ns, KUEUE, ("workloads",), ("list",))
         )
     assert _grants(API) == expected
     assert not _can(API, "create", "batch", "jobs", "default")
