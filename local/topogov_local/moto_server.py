@@ -2,11 +2,17 @@
 
     python -m topogov_local.moto_server --host 127.0.0.1 --port 5000 [--quiet]
 
-Installs :mod:`topogov_local.ec2_topology`, serves moto in server mode plus the control routes
-under ``/_topogov/ec2/`` (see :func:`topogov_local.ec2_topology.handle_control_request`) and
-DynamoDB fault injection under ``/_topogov/dynamodb/faults`` (see :class:`DynamoFaults`),
-prints ``ready <url>`` on one line to stdout and runs until SIGINT/SIGTERM (exit status 0).
-``--port 0`` picks a free port; the ``ready`` line carries the real one.
+Installs the project's extensions of moto — :mod:`topogov_local.ec2_topology`
+(DescribeInstanceTopology), :mod:`topogov_local.moto_cloudformation` (what ``cdk deploy``/``cdk
+destroy`` need: template URLs, the resource types and properties moto skips, updates that replace
+only what CloudFormation replaces), :mod:`topogov_local.moto_iam` (IAM enforcement against each
+request's real resource ARN, with a record of every decision) and :mod:`topogov_local.moto_eks`
+(access entries, a cluster's real endpoint) — and serves moto in server mode plus the control
+routes: ``/_topogov/ec2/`` (see :func:`topogov_local.ec2_topology.handle_control_request`), DynamoDB
+fault injection under ``/_topogov/dynamodb/faults`` (see :class:`DynamoFaults`),
+``/_topogov/iam/decisions``, ``/_topogov/sts/presigned-caller-identity``, ``/_topogov/eks/...`` and
+``/_topogov/cloudformation/updates``. Prints ``ready <url>`` on one line to stdout and runs until
+SIGINT/SIGTERM (exit status 0). ``--port 0`` picks a free port; the ``ready`` line carries the real one.
 
 In-process use (tests)::
 
@@ -30,7 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from topogov_local import ec2_topology
+from topogov_local import ec2_topology, moto_cloudformation, moto_eks, moto_iam
 
 __all__ = ["ControlMiddleware", "RunningServer", "build_app", "main", "start_in_thread"]
 
@@ -38,6 +44,10 @@ StartResponse = Callable[..., Any]
 
 
 DYNAMO_FAULTS = "/_topogov/dynamodb/faults"
+CLOUDFORMATION_UPDATES = "/_topogov/cloudformation/updates"
+EXTENSION_PREFIXES = ("/_topogov/iam/", "/_topogov/sts/", moto_eks.CONTROL_PREFIX, CLOUDFORMATION_UPDATES)
+DEFAULT_ACCOUNT = "123456789012"  # moto's default account
+DEFAULT_REGION = "us-east-1"
 DYNAMO_CODES = {
     # code -> HTTP status, as DynamoDB answers them (botocore's standard mode retries all but the last)
     "ProvisionedThroughputExceededException": 400,
@@ -145,6 +155,8 @@ class ControlMiddleware:
                 return self.dynamo_faults.answer(rule, body, start_response)
         if path == DYNAMO_FAULTS:
             return self._dynamo_control(environ, start_response)
+        if path.startswith(EXTENSION_PREFIXES):
+            return self._extension_control(path, environ, start_response)
         if not path.startswith(ec2_topology.CONTROL_PREFIX):
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET").upper()
@@ -159,6 +171,38 @@ class ControlMiddleware:
         reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
         start_response(
             f"{status} {reason.get(status, 'Error')}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(data)))],
+        )
+        return [data]
+
+    def _extension_control(
+        self, path: str, environ: dict[str, Any], start_response: StartResponse
+    ) -> list[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length > 0 else b""
+        status: int
+        payload: Any
+        if path.startswith(moto_eks.CONTROL_PREFIX):
+            try:
+                spec = json.loads(body or b"null")
+            except ValueError:
+                spec = None
+            query = dict(parse_qsl(environ.get("QUERY_STRING", "")))
+            status, payload = moto_eks.handle_control_request(
+                method,
+                path,
+                spec,
+                account_id=query.get("account", DEFAULT_ACCOUNT),
+                region=query.get("region", DEFAULT_REGION),
+            )
+        elif path == CLOUDFORMATION_UPDATES and method == "GET":
+            status, payload = 200, moto_cloudformation.updates_payload()
+        else:
+            status, payload = moto_iam.handle_control_request(method, path, body)
+        data = json.dumps(payload, default=str).encode()
+        start_response(
+            f"{status} {'OK' if status == 200 else 'Error'}",
             [("Content-Type", "application/json"), ("Content-Length", str(len(data)))],
         )
         return [data]
@@ -192,6 +236,8 @@ class ControlMiddleware:
 def build_app() -> ControlMiddleware:
     """moto's all-services WSGI app (with the emulation installed) behind the control routes."""
     ec2_topology.install()
+    moto_cloudformation.install()
+    moto_iam.install()
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     app = DomainDispatcherApplication(create_backend_app)

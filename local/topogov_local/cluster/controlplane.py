@@ -102,12 +102,21 @@ def write_kubeconfig(
 
 class ControlPlane:
     def __init__(
-        self, directory: Path, *, kueue: bool = True, nodes: bool = True, rbac: Path | None = RBAC_MANIFEST
+        self,
+        directory: Path,
+        *,
+        kueue: bool = True,
+        nodes: bool = True,
+        rbac: Path | None = RBAC_MANIFEST,
+        audit_log: Path | None = None,
     ) -> None:
         self.dir = Path(directory).resolve()
         self.with_kueue = kueue
         self.with_nodes = nodes
         self.rbac = rbac
+        # Off by default. When given, kube-apiserver writes one JSON line per request (level Metadata:
+        # user, impersonated user, verb, resource, namespace, name, response code) there.
+        self.audit_log = Path(audit_log).resolve() if audit_log else None
         self.procs: list[ManagedProcess] = []
         self.pki: Pki | None = None
         self.ports: dict[str, int] = {}
@@ -215,6 +224,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={d / 'sa.key'}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--profiling=false",
+                *self._audit_flags(),
                 "--v=1",
             ],
             lambda: _probe(f"{self.apiserver_url}/readyz", pki.ca),
@@ -352,6 +362,27 @@ class ControlPlane:
         self.procs.append(proc)
         proc.start(timeout_s=timeout_s)
         self.timings[name] = time.monotonic() - t0
+
+    def _audit_flags(self) -> list[str]:
+        """``--audit-log-path`` / ``--audit-policy-file`` when an audit log was asked for: every
+        request at level Metadata, logged once (at ResponseComplete; the RequestReceived stage is
+        omitted)."""
+        if self.audit_log is None:
+            return []
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": [{"level": "Metadata"}],
+                }
+            )
+        )
+        self.audit_log.parent.mkdir(parents=True, exist_ok=True)
+        self.audit_log.unlink(missing_ok=True)
+        return [f"--audit-log-path={self.audit_log}", f"--audit-policy-file={policy}"]
 
     def _component_kubeconfig(self, component: str) -> Path:
         assert self.pki is not None
