@@ -82,6 +82,7 @@ synth: install
 bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000
 	$(BIN)/topogov bench governor --nodes 100 --nodes 1000 --nodes 10000
+	$(BIN)/topogov bench placement --nodes 1000 --nodes 10000
 
 # Cold start before/after pruning the layer and with SnapStart (needs PyPI, or TOPOGOV_WHEELHOUSE).
 bench-coldstart: install

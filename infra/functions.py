@@ -19,6 +19,7 @@ from typing import Any
 
 import jsii
 from aws_cdk import (
+    Annotations,
     AssetHashType,
     BundlingOptions,
     DockerImage,
@@ -202,6 +203,11 @@ class TopogovFunction(Construct):
         self.alias: lambda_.Alias | None = None
         if spec.snap_start:
             self.alias = lambda_.Alias(self, "Live", alias_name=ALIAS, version=self.function.current_version)
+            # CDK warns that SnapStart needs published versions: current_version and the alias are those.
+            Annotations.of(self.function).acknowledge_warning(
+                "@aws-cdk/aws-lambda:snapStartRequirePublish",
+                "published through current_version and the alias",
+            )
 
     @property
     def target(self) -> lambda_.IFunction:

@@ -257,3 +257,19 @@ class Observability(Construct):
                 left=[topogov_metric("InFlightGpu", "Maximum", team=t) for t in teams],
             ),
         )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Placement: running multi-pod jobs inside one domain (%), per layer",
+                left=[
+                    topogov_metric("PlacementInOneDomain", "Average", level=f"layer-{i}")
+                    for i in (1, 2, 3, 4)
+                ],
+                right=[topogov_metric("PlacementJobs", "Maximum", mode="full")],
+            ),
+            cw.GraphWidget(
+                title="Placement per team: jobs inside one layer-3 domain (%)",
+                left=[
+                    topogov_metric("PlacementInOneDomain", "Average", level="layer-3", team=t) for t in teams
+                ],
+            ),
+        )

@@ -18,11 +18,11 @@ from topogov_cli.common import (
     level_name,
     print_json,
     seg,
-    table,
     terminal_width,
     topology_text,
     usage,
 )
+from topogov_cli.render import fitted_table
 
 
 def add_parser(sub: Any) -> None:
@@ -33,8 +33,11 @@ def add_parser(sub: Any) -> None:
         "list the jobs of your teams",
         "List the jobs of your teams (or of --team): NAME, TEAM, STATUS (as `topogov job` shows it: "
         "Pending, Admitted, Running, Succeeded, Failed, Cancelled, Vanished), CHARGE (the in-flight "
-        "charge: held or released), PRIORITY, TOPOLOGY (and 'relaxed' once a fallback relaxed it), "
-        "AGE (since submission; --output json has the time).",
+        "charge: held or released), PRIORITY (the class without its '-priority' suffix), TOPOLOGY "
+        "(what it asked; 'relaxed layer-N' once a fallback relaxed a required level to preferred), "
+        "PLACEMENT (where its pods run: the deepest layer holding them all in one domain and how the "
+        "next splits them, e.g. layer-3 ×1, layer-2 ×1 (3 × L3)), AGE (since submission; --output "
+        "json has the time).",
     )
     jobs.add_argument("--team", metavar="TEAM", help="only this team")
     add_api_options(jobs)
@@ -83,13 +86,21 @@ def run_jobs(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [
         [j["name"], j.get("team", ""), j.get("status") or "-", CHARGES.get(j.get("state") or "", "-"),
-         j.get("priority_class") or "-",
-         topology_text(j.get("topology")) + (" (relaxed)" if j.get("fallback_at") else ""),
-         age(j.get("submitted_at"))]
+         (j.get("priority_class") or "-").removesuffix("-priority"), asked_text(j),
+         j.get("placement") or "-", age(j.get("submitted_at"))]
         for j in items
     ]  # fmt: skip
-    print(table(["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "AGE"], rows))
+    headers = ["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "PLACEMENT", "AGE"]
+    print(fitted_table(headers, rows, terminal_width(), optional=("CHARGE", "AGE")))
     return EXIT_OK
+
+
+def asked_text(job: Mapping[str, Any]) -> str:
+    """``required layer-2``, or ``relaxed layer-2`` once the fallback relaxed it to preferred."""
+    topo = job.get("topology") or {}
+    if job.get("fallback_at") and topo.get("level"):
+        return f"relaxed {level_name(topo['level'])}"
+    return topology_text(topo)
 
 
 def age(stamp: str | None) -> str:
@@ -132,6 +143,17 @@ CHARGES = {"released": "released", "submitted": "held", "reserving": "reserving"
 MAX_NODE_ROWS = 12
 
 
+def verdict_text(placement: Mapping[str, Any] | None, asked: str | None) -> str | None:
+    """``layer-2 ×1 (3 × L3), inside the layer-2 it asked for``."""
+    if not placement or not placement.get("verdict"):
+        return None
+    inside = placement.get("inside_asked")
+    if inside is None or not asked:
+        return placement["verdict"]
+    where = "inside" if inside else "NOT inside"
+    return f"{placement['verdict']}, {where} the {level_name(asked)} it asked for"
+
+
 def landed_text(placement: Mapping[str, Any] | None) -> str | None:
     """``10 pods on 3 nodes, one layer-3 domain (nn-...)``, from the API's ``placement``."""
     if not placement or not placement.get("pods"):
@@ -148,10 +170,23 @@ def landed_text(placement: Mapping[str, Any] | None) -> str | None:
     return f"{text}  [{phases}]" if phases else text
 
 
-def domain_rows(placement: Mapping[str, Any]) -> list[str]:
-    """Where a job's pods are, per deepest network domain (its nodes and pods there); the layers
-    all of them share are named once above the table, so it fits the terminal. The nodes one by
-    one are in ``--output json`` (``placement.by_node``)."""
+def ranges(indexes: list[int]) -> str:
+    """``0-3,7,9-10`` for a job's completion indexes."""
+    out: list[str] = []
+    for i in sorted(indexes):
+        if out and "-" not in out[-1].rsplit(",", 1)[-1] and int(out[-1]) == i - 1:
+            out[-1] = f"{out[-1]}-{i}"
+        elif out and "-" in out[-1] and int(out[-1].rsplit("-", 1)[1]) == i - 1:
+            out[-1] = f"{out[-1].rsplit('-', 1)[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+def domain_rows(placement: Mapping[str, Any], max_nodes: int = 16) -> list[str]:
+    """Where a job's pods are, as a small tree: the layers all its nodes share (once), each deepest
+    domain with its nodes and pods (completion indexes), and each node's pods when the job is on at
+    most ``max_nodes`` nodes. Every node, one by one: ``--output json`` (``placement.by_node``)."""
     rows = placement.get("by_node") or []
     depth = max((len(r.get("path") or []) for r in rows), default=0)
     groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
@@ -163,17 +198,23 @@ def domain_rows(placement: Mapping[str, Any]) -> list[str]:
         shared += 1
     lines = []
     if shared:
-        lines.append("  all under " + ", ".join(f"layer-{i + 1} {paths[0][i]}" for i in range(shared)))
-    headers = [*(f"LAYER-{i}" for i in range(shared + 1, depth + 1)), "NODES", "PODS"]
-    body = [
-        [*(list(path) + ["(no topology)"] * depth)[shared:depth], len(group), sum(r["pods"] for r in group)]
-        for path, group in sorted(groups.items())
-    ]
-    lines += ["  " + line for line in table(headers, body[:MAX_NODE_ROWS]).splitlines()]
-    if len(body) > MAX_NODE_ROWS:
-        lines.append(f"  ... {len(body) - MAX_NODE_ROWS} more domains (--output json lists every node)")
-    if len(rows) <= 4:
-        lines.append(wrapped("  nodes: " + ", ".join(r["node"] for r in rows), 4))
+        lines.append("  " + " > ".join(f"layer-{i + 1} {paths[0][i]}" for i in range(shared)))
+    for shown, (path, group) in enumerate(sorted(groups.items())):
+        if shown == MAX_NODE_ROWS:
+            lines.append(f"  ... {len(groups) - shown} more domains (--output json lists every node)")
+            break
+        below = " > ".join(f"layer-{i + 1} {path[i]}" for i in range(shared, len(path))) or "(no topology)"
+        pods = sum(r["pods"] for r in group)
+        idx = ranges([i for r in group for i in r.get("indexes") or []])
+        nodes = f"{len(group)} node{'s' if len(group) != 1 else ''}"
+        lines.append(
+            f"    {below}  {nodes}, {pods} pod{'s' if pods != 1 else ''}" + (f" ({idx})" if idx else "")
+        )
+        if len(rows) <= max_nodes:
+            for r in group:
+                lines.append(
+                    f"      {r['node']}" + (f"  pods {ranges(r['indexes'])}" if r.get("indexes") else "")
+                )
     if placement.get("unknown_nodes"):
         lines.append(f"  not in the topology snapshot yet: {', '.join(placement['unknown_nodes'])}")
     return lines
@@ -210,6 +251,37 @@ def relaxed(view: Mapping[str, Any]) -> str:
     return f", relaxed to preferred {level_name(fb.get('level'))} at {fb['at']}" if fb.get("at") else ""
 
 
+def waiting_lines(w: Mapping[str, Any]) -> list[str]:
+    """What a pending job waits for: the closest domain, what runs there, what would have to go."""
+
+    def who(j: Mapping[str, Any]) -> str:
+        what = f"{j.get('team')}'s {j['job']}" if j.get("job") else f"a {j.get('team')} job"
+        return f"{what} ({j['gpus']} GPUs, {j.get('priority_class') or '-'})"
+
+    out = [
+        "waiting",
+        f"  closest    {w['level']} domain {w['domain']} ({w['nodes']} nodes): holds {w['pods_now']} of "
+        f"{w['pods']} pods now",
+    ]
+    if w.get("occupants"):
+        out.append("  occupied   " + wrapped("; ".join(who(j) for j in w["occupants"]), 13))
+    if w.get("unavailable_nodes"):
+        n = w["unavailable_nodes"]
+        nodes = f"{n} node{'s' if n != 1 else ''}"
+        out.append(f"  unusable   {nodes} not Ready, cordoned or tainted: Kueue leaves them out")
+    if w.get("to_free") is not None and w["to_free"]:
+        parts = [
+            f"{who(j)}{' - lower priority, preemptible' if j.get('lower_priority') else ''}"
+            for j in w["to_free"]
+        ]
+        out.append(
+            "  to fit     " + wrapped("these would have to finish or be preempted: " + "; ".join(parts), 13)
+        )
+    elif w.get("to_free") is not None:
+        out.append("  to fit     it fits there by capacity now: what holds it is quota or Kueue's queue")
+    return out
+
+
 def job_text(view: Mapping[str, Any]) -> str:
     d = view.get("decision") or {}
     topo = d.get("topology") or {}
@@ -226,10 +298,11 @@ def job_text(view: Mapping[str, Any]) -> str:
             ("priority", f"{d['priority_class']} ({d['priority_value']})" if d else None),
             ("pods", d.get("pods")),
             ("landed", landed_text(view.get("placement"))),
+            ("placement", verdict_text(view.get("placement"), topo.get("level"))),
             ("topology", (topology_text(topo) + relaxed(view)) if d else None),
             ("why", topo.get("reason")),
             # where the API saw room at submission; once placed, "landed" says where Kueue put it
-            ("domain then", None if (view.get("placement") or {}).get("placed") else topo.get("domain_now")),
+            ("fit then", None if (view.get("placement") or {}).get("placed") else topo.get("domain_now")),
             (
                 "fallback",
                 f"relaxed to preferred {level_name(topo.get('level'))} if not admitted in {duration(after)}"
@@ -244,6 +317,9 @@ def job_text(view: Mapping[str, Any]) -> str:
             ),
         ]
     )
+    waiting = view.get("waiting")
+    if waiting and view.get("status") == "Pending":
+        lines += "\n\n" + "\n".join(waiting_lines(waiting))
     placement = view.get("placement") or {}
     if placement.get("by_node"):
         lines += "\n\nwhere\n" + "\n".join(domain_rows(placement))

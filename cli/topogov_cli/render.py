@@ -18,6 +18,28 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def fitted_table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], width: int | None, optional: Sequence[str]
+) -> str:
+    """``table``, leaving out the ``optional`` columns (in that order) while it is wider than
+    ``width`` (None: never), with a note naming what was left out."""
+    body: list[list[Any]] = [list(r) for r in rows]
+    keep = list(headers)
+    dropped: list[str] = []
+    text = table(keep, body)
+    for name in optional:
+        if width is None or max(len(line) for line in text.splitlines()) <= width:
+            break
+        i = keep.index(name)
+        keep.pop(i)
+        body = [r[:i] + r[i + 1 :] for r in body]
+        dropped.append(name)
+        text = table(keep, body)
+    if dropped:
+        text += f"\n({', '.join(dropped)} left out to fit {width} columns; --output json has every field)"
+    return text
+
+
 def label_table(nodes: Iterable[Mapping[str, Any]], layers: int = 4) -> str:
     """Nodes with their topology labels, as ``kubectl get nodes -L ...`` shows them."""
     keys = [layer_label(i) for i in range(1, layers + 1)] + [ZONE_ID_LABEL]
@@ -119,3 +141,63 @@ def tree_text(tree: Mapping[str, Any], depth: int | None = None) -> str:
         shown = ", ".join(unplaced[:2]) + (f" and {len(unplaced) - 2} more" if len(unplaced) > 2 else "")
         lines.append(f"no topology labels: {len(unplaced)} nodes ({shown})")
     return "\n".join(lines) + "\n"
+
+
+def capacity_text(view: Mapping[str, Any], top: int = 3) -> str:
+    """Per GPU instance type, one row per layer (domains, wholly free, largest job now / on an empty
+    fleet, in whole nodes) and the ``top`` domains with the most free GPUs of the deepest layer."""
+    lines = []
+    stamp = view.get("generated_at")
+    if isinstance(stamp, int | float):  # the snapshot's epoch seconds
+        import datetime as dt
+
+        stamp = dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if stamp:
+        lines.append(f"as of {stamp} (the snapshot of the reconcile pass)")
+    for t in view.get("instance_types") or []:
+        gpn = t["gpus_per_node"]
+        out = t.get("unavailable_nodes") or 0
+        lines.append(
+            f"{t['instance_type']}: {t['nodes']} nodes, {t['free_gpus']} of {t['nodes'] * gpn} GPUs free"
+            + (f" ({out} not Ready, cordoned or tainted)" if out else "")
+        )
+        rows = [
+            [lv["level"], lv["domains"], lv["wholly_free"], f"{lv['largest_now_nodes']} nodes",
+             f"{lv['largest_empty_nodes']} nodes"]
+            for lv in t["levels"]
+        ]  # fmt: skip
+        headers = ["LAYER", "DOMAINS", "WHOLLY FREE", "LARGEST JOB NOW", "IF EMPTY"]
+        lines += ["  " + line for line in table(headers, rows).splitlines()]
+        deepest = t["levels"][-1] if t["levels"] else None
+        if deepest:
+            line = f"  most free GPUs at {deepest['level']}:"
+            for i, d in enumerate(deepest["free"][:top]):
+                item = f" {d['domain']} {d['free_gpus']}" + (
+                    "," if i < min(top, len(deepest["free"])) - 1 else ""
+                )
+                if len(line) + len(item) > 100:  # break between domains, never inside one
+                    lines.append(line)
+                    line = "   "
+                line += item
+            lines.append(line)
+    if not view.get("instance_types"):
+        lines.append("no GPU nodes with topology labels")
+    return "\n".join(lines) + "\n"
+
+
+def placement_line(quality: Mapping[str, Any]) -> str:
+    """``placement: 5 running multi-pod jobs, in one domain: layer-1 100%, layer-2 80%, layer-3 40%``
+    and the same per requested mode."""
+
+    def shares(q: Mapping[str, Any]) -> str:
+        levels = sorted((q.get("in_one_domain") or {}).items())
+        return ", ".join(f"{lv} {round(100 * v)}%" for lv, v in levels)
+
+    jobs = quality.get("jobs", 0)
+    if not jobs:
+        return "placement: no running multi-pod job"
+    plural = "s" if jobs != 1 else ""
+    head = f"placement: {jobs} running multi-pod job{plural}, in one domain: {shares(quality)}"
+    by_mode = sorted((quality.get("modes") or {}).items())
+    modes = [f"{m} ({q.get('jobs', 0)}): {shares(q)}" for m, q in by_mode]
+    return joined([head, *modes])

@@ -240,9 +240,16 @@ def decision_text(answer: Mapping[str, Any], in_flight_now: Mapping[str, int] | 
             f"relaxed to preferred {level_name(topo.get('level'))} if not admitted within "
             f"{duration(topo['fallback_after_s'])}"
         )
-    domain_now = topo.get("domain_now")
-    if topo.get("mode") not in (None, "none") and not domain_now:
-        domain_now = "none has room now: the job queues until one does"
+    nodes = topo.get("nodes_now") or []
+    placed_now = None
+    if topo.get("mode") not in (None, "none"):
+        placed_now = (
+            f"{topo.get('domain_now')}: "
+            + ", ".join(nodes[:3])
+            + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+            if nodes
+            else "nowhere yet: no domain has room now (none is reserved; Kueue admits it when one has)"
+        )
     info = fields(
         [
             ("team", d["team"]),
@@ -251,7 +258,7 @@ def decision_text(answer: Mapping[str, Any], in_flight_now: Mapping[str, int] | 
             ("pods", d["pods"]),
             ("topology", topology_text(topo)),
             ("why", topo.get("reason")),
-            ("domain now", domain_now),
+            ("Kueue now", placed_now),
             ("fallback", fallback),
         ]
     )

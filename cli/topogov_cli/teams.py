@@ -95,7 +95,29 @@ def team_text(view: Mapping[str, Any]) -> str:
         rows.append([r, amount(r, q), f"+{amount(r, b)}", amount(r, a), amount(r, f),
                      amount(r, cap.get(r, 0)), bar(q, b, f, a)])  # fmt: skip
     body = table(["RESOURCE", "QUOTA", "BORROW", "ADMITTED", "IN FLIGHT", "CAP", ""], rows)
-    return head + "\n" + "\n".join("  " + line.rstrip() for line in body.splitlines())
+    text = head + "\n" + "\n".join("  " + line.rstrip() for line in body.splitlines())
+    placed = placement_text(view.get("placement"))
+    return text + (f"\n  placement   {placed}" if placed else "")
+
+
+def placement_text(placement: Mapping[str, Any] | None) -> str | None:
+    """Two lines: the share of the team's running multi-pod jobs inside one domain per layer, and the
+    fleet's, e.g. ``in one domain, of 3 running multi-pod jobs: layer-1 100%, layer-2 67%`` /
+    ``fleet, of 4: layer-1 100%, layer-2 50%``."""
+    if not placement:
+        return None
+    team, fleet = placement.get("team") or {}, placement.get("fleet") or {}
+
+    def line(who: str, q: Mapping[str, Any]) -> str:
+        jobs = q.get("jobs") or 0
+        if not jobs:
+            return f"{who}: no running multi-pod job"
+        shares = ", ".join(
+            f"{lv} {round(100 * v)}%" for lv, v in sorted((q.get("in_one_domain") or {}).items())
+        )
+        return f"{who}, of {jobs} running multi-pod job{'s' if jobs != 1 else ''}: {shares}"
+
+    return line("in one domain", team) + "\n" + " " * 14 + line("the fleet", fleet)
 
 
 @guarded

@@ -50,6 +50,12 @@ def add_parser(sub: Any) -> None:
     topo.add_argument(
         "--depth", type=int, metavar="N", default=None, help="with --format tree: only layers 1..N"
     )
+    topo.add_argument(
+        "--capacity",
+        action="store_true",
+        help="free capacity per layer: domains wholly free, free GPUs, the largest job (whole nodes) "
+        "that could start now in one domain (from the API)",
+    )
     topo.add_argument("--out", metavar="FILE", default=None, help="write to FILE instead of stdout")
     kube = topo.add_argument_group("from a cluster's node labels")
     kube.add_argument(
@@ -101,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
                 "--kubeconfig/--context read a cluster, --endpoint/--region/--profile the API: not both",
             )
         fmt = topology_format(args)
+        if args.capacity:
+            return run_capacity(args)
         if not from_cluster and find_endpoint(args.endpoint) is not None:
             return run_topology_api(args)
     except CliError as exc:
@@ -188,4 +196,18 @@ def run_topology_api(args: argparse.Namespace) -> int:
             write_out(args, render_svg(api.call("GET", "/v1/topology")))
         except RuntimeError as exc:
             raise usage(str(exc)) from None
+    return EXIT_OK
+
+
+@guarded
+def run_capacity(args: argparse.Namespace) -> int:
+    """``topogov topology --capacity``: ``GET /v1/topology?view=capacity``."""
+    from topogov_cli.common import print_json
+    from topogov_cli.render import capacity_text
+
+    answer = api_for(args).call("GET", "/v1/topology", query={"view": "capacity"})
+    if getattr(args, "output", "text") == "json" or args.format == "json":
+        print_json(answer)
+    else:
+        print(capacity_text(answer), end="")
     return EXIT_OK

@@ -77,7 +77,14 @@ def build_api_service(settings: ApiSettings | None = None, session: Any | None =
             expiry_attr=IDEMPOTENCY.ttl or "expiration",
             boto3_client=session.client("dynamodb"),
         )
-    return ApiService(policy=policy, snapshots=store, ledger=ledger, jobs=jobs, idempotency_store=idempotency)
+    return ApiService(
+        policy=policy,
+        snapshots=store,
+        ledger=ledger,
+        jobs=jobs,
+        idempotency_store=idempotency,
+        snapshot_ttl_s=settings.snapshot_ttl_s,
+    )
 
 
 def build_ledger_sync(
@@ -131,8 +138,11 @@ def build_reconcile(settings: ReconcileSettings, session: Any | None = None) -> 
         from topogov.domain.policy import load_policy_file
 
         policy = load_policy_file(settings.policy_file)  # once, for the ledger sync and the governor
+    labeler = build_labeler(settings, session, api_client)
+    if policy is not None:
+        labeler.team_of = {t.namespace: name for name, t in policy.teams.items()}
     return (
-        build_labeler(settings, session, api_client),
+        labeler,
         build_ledger_sync(settings, session, api_client, policy),
         build_governor(settings, session, api_client, policy),
     )

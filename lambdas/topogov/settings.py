@@ -64,6 +64,9 @@ class ApiSettings(_Settings):
     counters_table: str = Field(..., min_length=3)
     idempotency_table: str | None = None
     region: str | None = None
+    # A warm container re-reads the snapshot at most this often (a conditional GET): the submit
+    # decisions' "fits now" are as fresh as the last reconcile pass plus this.
+    snapshot_ttl_s: float = Field(15.0, ge=0)
 
     @model_validator(mode="after")
     def _one_cluster(self) -> ApiSettings:

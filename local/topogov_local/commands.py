@@ -40,6 +40,12 @@ def _bench_admission(args: argparse.Namespace) -> int:
     return run_admission(args)
 
 
+def _bench_placement(args: argparse.Namespace) -> int:
+    from topogov_local.bench_placement import run
+
+    return run(args)
+
+
 def _bench_coldstart(args: argparse.Namespace) -> int:
     from topogov_local.bench_coldstart import run
 
@@ -117,6 +123,20 @@ def add_parsers(sub: Any) -> None:
     )
     badm.add_argument("--json", action="store_true", help="one JSON object per measurement")
     badm.set_defaults(func=_bench_admission)
+    bpla = bsub.add_parser(
+        "placement",
+        help="placement quality, capacity view and a waiting job's closest domain: CPU at N nodes",
+        description=(
+            "What placement costs a reconcile pass (parsing the pods it lists anyway, the quality) and "
+            "the API (the capacity view, a waiting job's closest domain), p50/p99 in process."
+        ),
+    )
+    bpla.add_argument("--nodes", type=int, action="append", help="p5 hosts (repeatable; default 10000)")
+    bpla.add_argument("--jobs", type=int, default=None, help="running Jobs (default nodes / 4)")
+    bpla.add_argument("--pods-per-job", type=int, default=8, help="pods per Job (8; two per node)")
+    bpla.add_argument("--runs", type=int, default=20, help="samples per measurement (20)")
+    bpla.add_argument("--json", action="store_true", help="one JSON object per measurement")
+    bpla.set_defaults(func=_bench_placement)
     bcold = bsub.add_parser(
         "coldstart",
         help="cold start before/after: layer size, handler imports, import + first dry run, SnapStart",

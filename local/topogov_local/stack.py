@@ -14,6 +14,7 @@ import configparser
 import json
 import os
 import secrets
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ class StackOptions:
     api_port: int | None = 8080  # None: no API (labeler-only stacks: benchmarks, labeler tests)
     policy_file: Path = REPO_POLICY
     region: str = fleetmod.REGION
+    api_snapshot_ttl_s: float | None = None  # TOPOGOV_SNAPSHOT_TTL_S of the API (None: the default)
 
 
 class LocalStack:
@@ -187,7 +189,10 @@ class LocalStack:
 
     def api_env(self) -> dict[str, str]:
         """Environment for the api handler against this stack: the API's own identity (topogov:api)."""
-        return {**self.env(), "TOPOGOV_KUBECONFIG": str(self.api_kubeconfig)}
+        env = {**self.env(), "TOPOGOV_KUBECONFIG": str(self.api_kubeconfig)}
+        if self.options.api_snapshot_ttl_s is not None:
+            env["TOPOGOV_SNAPSHOT_TTL_S"] = str(self.options.api_snapshot_ttl_s)
+        return env
 
     def session(self) -> Any:
         import boto3
@@ -213,7 +218,7 @@ class LocalStack:
 
         self.client("s3").create_bucket(Bucket=SNAPSHOT_BUCKET)
         create_tables(self.client("dynamodb"), LEDGER_TABLE, COUNTERS_TABLE, IDEMPOTENCY_TABLE)
-        self.add_instances(fleetmod.parse_fleet(self.options.fleet))
+        self.add_instances(fleetmod.parse_fleet(self.options.fleet), settle=False)
         if self.options.extra_nodes:
             kube = self.kube()
             az = fleetmod.DEFAULT_AZ
@@ -231,6 +236,8 @@ class LocalStack:
                 fleetmod.extra_node("odd-provider-id", f"aws:///{az}/not-an-instance-id"),
             ):
                 kube.request("POST", "/api/v1/nodes", body=obj)
+        if self.options.simulated_nodes:
+            self.wait_nodes_settled()
 
     def start_api(self) -> None:
         """The REST API behind a local API Gateway that checks SigV4 like IAM auth does."""
@@ -254,13 +261,37 @@ class LocalStack:
             routes=api.routes(),  # the resources and methods the stack deploys, and only those
         ).start()
 
-    def add_instances(self, groups: list[fleetmod.FleetGroup], register: bool = True) -> list[dict[str, Any]]:
-        """Launch instances and (unless ``register`` is False) register their nodes."""
+    def add_instances(
+        self, groups: list[fleetmod.FleetGroup], register: bool = True, settle: bool = True
+    ) -> list[dict[str, Any]]:
+        """Launch instances and (unless ``register`` is False) register their nodes; with simulated
+        nodes and ``settle``, return once they are Ready and untainted."""
         launched = fleetmod.launch(self.client("ec2"), groups)
         self.instances.extend(launched)
         if register:
-            fleetmod.register_nodes(self.kube(), launched, simulated=self.options.simulated_nodes)
+            names = fleetmod.register_nodes(self.kube(), launched, simulated=self.options.simulated_nodes)
+            if self.options.simulated_nodes and settle:
+                self.wait_nodes_settled(names)
         return launched
+
+    def wait_nodes_settled(self, names: list[str] | None = None, timeout_s: float = 60.0) -> None:
+        """Until the nodes (all, or ``names``) are Ready and the node lifecycle controller has lifted
+        its ``node.kubernetes.io/not-ready`` taint, as on a cluster whose nodes have been up a while:
+        Kueue leaves a tainted node out, and so does the snapshot (``NodeView.available``)."""
+        from topogov.domain.nodes import NodeView
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            items = self.kube().request("GET", "/api/v1/nodes").body.get("items") or []
+            views = [NodeView.from_api(n) for n in items]
+            waiting = [v.name for v in views if (names is None or v.name in names) and not v.available]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"nodes not Ready and untainted after {timeout_s:.0f}s: {', '.join(waiting[:5])}"
+                )
+            time.sleep(0.5)
 
     # -- files --------------------------------------------------------------------------------
     def _write_credentials(self) -> None:

@@ -95,6 +95,7 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
         timeout=900,
         check=False,
     )
+    (tmp_path / "walkthrough.txt").write_text(out.stdout)  # pytest keeps tmp_path: read it after a failure
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout
     lines = text.splitlines()
@@ -120,13 +121,21 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert "refused (422 TOPOLOGY_INFEASIBLE)" in text and "refused (422 PRIORITY_NOT_ALLOWED)" in text
     # jobs that run: AWS's example in one layer-3 domain, a job from Admitted to Succeeded
     assert re.search(r"^landed +10 of 10 pods on \d+ nodes?, one layer-3 domain \(nn-\w+\)", text, re.M)
-    assert re.search(r"^  Admitted [\d.]+s -> Running [\d.]+s -> Succeeded [\d.]+s$", text, re.M)
+    # (under load the first poll may still see it Pending)
+    timeline = r"^  (Pending [\d.]+s -> )?Admitted [\d.]+s -> Running [\d.]+s -> Succeeded [\d.]+s$"
+    assert re.search(timeline, text, re.M)
     # borrowing and reclaiming, waiting for another job, priority preemption (Kueue's own reasons)
     assert "kueue: Preempted (InCohortReclamation)" in text and "kueue: Preempted (InClusterQueue)" in text
     assert "c-exp Succeeded; c-next Running" in text and "c-next Succeeded; a-big Running" in text
     # the fallback relaxes a job that could not start, and Kueue starts it
     assert "fallbacks this pass: team-a/wide-l2" in text
     assert re.search(r"^wide-l2 +team-a +Running .*required layer-2 \(relaxed\)", text, re.M)
+    # where each job landed, the fleet's placement quality, capacity, and what a big job waits for
+    assert re.search(r"^test-tas-job +team-a +Running .* layer-3 ×1 ", text, re.M)
+    assert re.search(r"^  placement: \d+ running multi-pod jobs, in one domain: layer-1 100%", text, re.M)
+    assert "LARGEST JOB NOW" in text and "(the snapshot of the reconcile pass)" in text
+    closest = r"^  closest    layer-2 domain nn-\w+ \(16 nodes\): holds \d+ of 16 pods now"
+    assert re.search(closest, text, re.M)
     # the in-flight cap holds under a burst
     burst = re.search(r"-> (\d+) x 201, (\d+) x 429; in flight 0 -> (\d+) of 256 GPUs", text)
     assert burst and int(burst[2]) > 0 and int(burst[3]) <= 256

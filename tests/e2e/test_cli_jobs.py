@@ -133,11 +133,16 @@ def test_submit_a_high_level_job_that_fits_prints_the_decision(stack, home):
     assert re.search(r"^topology\s+required layer-3$", text, re.M)
     flat = re.sub(r"\n {4,}", " ", text)  # a long value wraps under itself
     assert re.search(
-        r"^why\s+required at layer-3: a domain can hold all 4 pods \(now: nn-\w+; Kueue picks which\)",
+        r"^why\s+required at layer-3: fits now in nn-\w+ \(\d+ of 4 nodes free; "
+        r"Kueue's BestFit would pick it\)",
         flat,
         re.M,
     )
-    assert re.search(r"^domain now\s+nn-\w+$", text, re.M)
+    assert re.search(
+        r"^Kueue now\s+nn-\w+: i-\w+\.ec2\.internal, i-\w+\.ec2\.internal, i-\w+\.ec2\.internal and 1 more$",
+        text,
+        re.M,
+    )
     assert re.search(r"^nvidia.com/gpu\s+32\s+256\s+64\s+\d+ -> \d+\s+640$", text, re.M)
     job = stack.kube().request("GET", "/apis/batch/v1/namespaces/hyperpod-ns-team-a/jobs/cli-fits").body
     assert job["spec"]["parallelism"] == 4  # (created suspended; Kueue unsuspends it once admitted)
@@ -539,10 +544,11 @@ def _list_show_and_cancel(stack, home):
     used = in_flight_gpu(stack, home)
     # Then `jobs` lists it in a table
     table = ok(run(stack, "jobs", home=home))
-    assert re.match(r"NAME\s+TEAM\s+STATUS\s+CHARGE\s+PRIORITY\s+TOPOLOGY\s+AGE\n", table)
+    assert re.match(r"NAME\s+TEAM\s+STATUS\s+CHARGE\s+PRIORITY\s+TOPOLOGY\s+PLACEMENT\s+AGE\n", table)
     # with the status `job` shows (one vocabulary) and the charge
     assert re.search(
-        r"^cli-flow\s+team-a\s+Pending\s+held\s+experimentation-priority\s+preferred layer-3\s+\d+[smhd]$",
+        r"^cli-flow\s+team-a\s+Pending\s+held\s+experimentation\s+preferred layer-3\s+-\s+"
+        r"\d+[smhd]$",
         table,
         re.M,
     )

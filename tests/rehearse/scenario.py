@@ -282,6 +282,9 @@ def run(h: Harness, instance_id: str, rounds: int = 1) -> dict[str, Any]:
         seen["first_pass"] = h.invoke_reconcile(events.scheduled_event(), "first full pass")
         seen["steady_pass"] = h.invoke_reconcile(events.scheduled_event(), "steady pass")
         seen["targeted_pass"] = h.invoke_reconcile(events.state_change_event(instance_id), "running event")
+        # What the deployed RestApi lacks is not served: API Gateway's 403, before any handler.
+        seen["undeployed_method"] = h.call("PUT", "/v1/jobs").status_code
+        seen["undeployed_path"] = h.call("GET", "/v1/nothing-here").status_code
         for _ in range(rounds):
             seen["teams"] = h.call("GET", "/v1/teams").status_code
             seen["team"] = h.call("GET", "/v1/teams/team-a").status_code

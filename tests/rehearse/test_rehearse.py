@@ -582,6 +582,7 @@ def test_the_handlers_did_what_the_tests_do_under_their_deployed_roles(life: Lif
     assert seen["steady_pass"]["patched"] == 0 and seen["steady_pass"]["ec2_calls"] == 0
     assert seen["targeted_pass"]["ec2_calls"] == 1
     assert {seen[k] for k in ("teams", "team", "topology", "openapi", "dry_run", "jobs", "job")} == {200}
+    assert seen["undeployed_method"] == seen["undeployed_path"] == 403  # the gateway serves the RestApi's
     assert seen["submit"] == seen["submit_replayed"] == seen["submit_held"] == seen["submit_to_cancel"] == 201
     assert seen["cancel"] == 200 and seen["submit_conflict"] == seen["submit_conflict_again"] == 409
     ledger = seen["sync_pass"]["ledger"]

@@ -50,9 +50,9 @@ class FakeNodes:
                 labels[k] = v
         return Patch("patched")
 
-    def requested_by_node(self):
+    def scan_pods(self):
         self.counters.reads += 1
-        return {}
+        return {}, []
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from topogov.domain.jobs import job_status
-from topogov.domain.landing import PlacedPod, kueue_events, landing, pods_from
+from topogov.domain.landing import PlacedPod, kueue_events, landing, pods_from, verdict
 from topogov.domain.tree import NodeCapacity
 
 NODES = {
@@ -31,9 +31,22 @@ def test_pods_in_one_layer_3_domain_name_it_as_the_tightest():
     assert [d["domains"] for d in got["domains"]] == [1, 1, 1]
     assert got["nodes"] == 2 and got["placed"] == 3 and got["phases"] == {"Running": 3}
     assert got["by_node"] == [
-        {"node": "a1", "pods": 2, "instance_type": "p5.48xlarge", "path": ["nn-1", "nn-11", "nn-111"]},
-        {"node": "a2", "pods": 1, "instance_type": "p5.48xlarge", "path": ["nn-1", "nn-11", "nn-111"]},
+        {
+            "node": "a1",
+            "pods": 2,
+            "indexes": [],
+            "instance_type": "p5.48xlarge",
+            "path": ["nn-1", "nn-11", "nn-111"],
+        },
+        {
+            "node": "a2",
+            "pods": 1,
+            "indexes": [],
+            "instance_type": "p5.48xlarge",
+            "path": ["nn-1", "nn-11", "nn-111"],
+        },
     ]
+    assert got["verdict"] == "layer-3 ×1"
 
 
 @pytest.mark.parametrize(
@@ -60,7 +73,8 @@ def test_a_node_without_topology_or_unknown_to_the_snapshot_claims_no_domain():
     assert landing(pods("a1", "x1"), NODES)["tightest"] is None
     got = landing(pods("a1", "new-node"), NODES)
     assert got["unknown_nodes"] == ["new-node"] and got["tightest"] is None
-    assert {"node": "new-node", "pods": 1, "instance_type": None, "path": None} in got["by_node"]
+    unknown = {"node": "new-node", "pods": 1, "indexes": [], "instance_type": None, "path": None}
+    assert unknown in got["by_node"]
 
 
 def test_pods_from_kubernetes_objects():
@@ -69,6 +83,35 @@ def test_pods_from_kubernetes_objects():
         {"metadata": {"name": "j-a"}, "spec": {}, "status": {}},
     ]
     assert pods_from(items) == [PlacedPod("j-a", None, "Pending"), PlacedPod("j-b", "a1", "Running")]
+    indexed = [
+        {"metadata": {"name": f"j-{i}", "labels": {"batch.kubernetes.io/job-completion-index": str(i)}},
+         "spec": {"nodeName": "a1" if i < 2 else "b1"}, "status": {"phase": "Running"}}
+        for i in (3, 0, 2, 1)
+    ]  # fmt: skip
+    pods = pods_from(indexed)
+    assert [p.index for p in pods] == [0, 1, 2, 3]
+    got = landing(pods, NODES)
+    assert [(r["node"], r["indexes"]) for r in got["by_node"]] == [("a1", [0, 1]), ("b1", [2, 3])]
+
+
+@pytest.mark.parametrize(
+    ("counts", "word"),
+    [([1, 1, 1], "layer-3 ×1"), ([1, 1, 3], "layer-2 ×1 (3 × L3)"), ([1, 2, 4], "layer-1 ×1 (2 × L2)"),
+     ([2, 3, 5], "layer-1 ×2"), ([1, 1, 1, 2], "layer-3 ×1 (2 × L4)"), ([], "no topology")],
+)  # fmt: skip
+def test_the_verdict_is_the_deepest_single_domain_and_the_split_below(counts, word):
+    assert verdict(counts) == word
+
+
+@pytest.mark.parametrize(
+    ("nodes", "asked", "inside"),
+    [(("a1", "a2"), "topology.k8s.aws/network-node-layer-3", True),
+     (("a1", "b1"), "topology.k8s.aws/network-node-layer-3", False),
+     (("a1", "b1"), "topology.k8s.aws/network-node-layer-2", True),
+     (("a1", "b1"), None, None), (("a1", "b1"), "kubernetes.io/hostname", None)],
+)  # fmt: skip
+def test_inside_asked_says_whether_the_asked_level_holds_every_pod(nodes, asked, inside):
+    assert landing(pods(*nodes), NODES, asked)["inside_asked"] is inside
 
 
 # Kueue v0.17 condition reasons and messages as its scheduler and workload controller write them

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topogov.domain.errors import KubernetesError
+from topogov.domain.placement_quality import JobPod
 from topogov.domain.quantity import Resources, pod_requests
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
@@ -193,13 +194,25 @@ class KubeNodes:
 
     def requested_by_node(self) -> dict[str, Resources]:
         """Sum of the requests of every pod bound to a node and not finished, per node."""
+        return self.scan_pods()[0]
+
+    def scan_pods(self) -> tuple[dict[str, Resources], list[JobPod]]:
+        """One paginated list of the unfinished pods: the sum of their requests per node, and the
+        Running pods Kueue admitted for Jobs (for the placement quality), from the same pages."""
+        from topogov.domain.placement_quality import job_pod
+
         result: dict[str, Resources] = {}
+        placed: list[JobPod] = []
         selector = "status.phase!=Succeeded,status.phase!=Failed"
         for pod in self._paged("/api/v1/pods", {"fieldSelector": selector}):
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
-                result[node] = result.get(node, Resources()) + pod_requests(pod)
-        return result
+                asked = pod_requests(pod)
+                result[node] = result.get(node, Resources()) + asked
+                found = job_pod(pod, asked.gpu)
+                if found is not None:
+                    placed.append(found)
+        return result, placed
 
 
 def _message(body: Any) -> str:

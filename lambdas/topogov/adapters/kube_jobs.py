@@ -199,6 +199,23 @@ class KubeJobs:
             raise Unavailable(f"listing the Job's Pods failed: HTTP {resp.status}")
         return list((resp.body or {}).get("items") or [])
 
+    def kueue_pods(self, namespace: str) -> list[dict[str, Any]]:
+        """The pods Kueue admitted in ``namespace`` (Kueue labels an admitted pod set's pods
+        ``kueue.x-k8s.io/podset``: pkg/controller/jobframework/reconciler.go), page by page."""
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            query: dict[str, Any] = {"labelSelector": "kueue.x-k8s.io/podset", "limit": 500}
+            if token:
+                query["continue"] = token
+            resp = self.http.request("GET", f"/api/v1/namespaces/{namespace}/pods", query=query)
+            if resp.status != 200:
+                raise Unavailable(f"listing Pods in {namespace} failed: HTTP {resp.status}")
+            items.extend(resp.body.get("items") or [])
+            token = (resp.body.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
     def workloads(self, namespace: str) -> list[dict[str, Any]]:
         """Every Workload in ``namespace`` (one call; a team has few)."""
         resp = self.http.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")

@@ -25,6 +25,11 @@ PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 JOB_CONTROLLER = "kubernetes.io/job-controller"  # the only spec.managedBy a governed Job may name
 SUBMITTED_BY_ANNOTATION = "topogov.io/submitted-by"
+# On the pod template, so every pod says what was asked and at which priority: the reconcile pass
+# reads placement quality per requested mode and the capacity view names what a domain's pods are,
+# from the one list of pods it makes (Kueue's own priority label is on the Job, not its pods).
+TOPOLOGY_MODE_LABEL = "topogov.io/topology-mode"  # required | preferred | auto | none, as asked
+POD_PRIORITY_LABEL = "topogov.io/priority-class"
 GOVERNED = (GPU, EFA, CPU, MEMORY)
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -303,8 +308,10 @@ def complete_manifest(
     priority_class: str,
     placement: Placement | None,
     submitted_by: str,
+    asked_mode: str | None = None,
 ) -> dict[str, Any]:
-    """Add what governance decided — namespace, queue, priority, topology, suspend — and nothing else."""
+    """Add what governance decided — namespace, queue, priority, topology, suspend — and nothing else
+    (but the two pod labels that say what was asked: ``TOPOLOGY_MODE_LABEL``, ``POD_PRIORITY_LABEL``)."""
     job = copy.deepcopy(dict(manifest))
     meta = job["metadata"] = job.get("metadata") or {}
     meta["namespace"] = namespace
@@ -318,6 +325,10 @@ def complete_manifest(
     spec["suspend"] = True
     template = spec.setdefault("template", {})
     tmeta = template["metadata"] = template.get("metadata") or {}
+    pod_labels = tmeta["labels"] = tmeta.get("labels") or {}
+    pod_labels[POD_PRIORITY_LABEL] = priority_class
+    if asked_mode:
+        pod_labels[TOPOLOGY_MODE_LABEL] = asked_mode
     annotations = tmeta["annotations"] = tmeta.get("annotations") or {}
     annotations.pop(REQUIRED_ANNOTATION, None)
     annotations.pop(PREFERRED_ANNOTATION, None)

@@ -53,6 +53,9 @@ def classify(provider_id: str | None, labels: Mapping[str, str] | None = None) -
     return ProviderRef(NodeKind.EC2, m.group("az"), m.group("id"))
 
 
+LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"  # not-ready, unreachable, unschedulable, *-pressure, ...
+
+
 @dataclass(frozen=True, slots=True)
 class NodeView:
     """The parts of a Node object the labeler and the snapshot use."""
@@ -62,6 +65,15 @@ class NodeView:
     labels: Mapping[str, str]
     allocatable: Resources = field(default_factory=Resources)
     unschedulable: bool = False
+    ready: bool = True
+    lifecycle_taints: tuple[str, ...] = ()  # node.kubernetes.io/* taints with NoSchedule/NoExecute
+
+    @property
+    def available(self) -> bool:
+        """Whether Kueue's TAS counts the node now (v0.17.0 ``pkg/cache/scheduler/tas_nodes_cache.go``
+        keeps Ready, schedulable nodes; ``tas_flavor_snapshot.go`` ``fillInCounts`` skips a node with
+        an untolerated NoSchedule/NoExecute taint: the node lifecycle's, which no job tolerates)."""
+        return self.ready and not self.unschedulable and not self.lifecycle_taints
 
     @property
     def ref(self) -> ProviderRef:
@@ -83,4 +95,13 @@ class NodeView:
             labels=meta.get("labels") or {},
             allocatable=resources_from(status.get("allocatable") or {}),
             unschedulable=bool(spec.get("unschedulable", False)),
+            ready=any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            ),
+            lifecycle_taints=tuple(
+                t["key"]
+                for t in spec.get("taints") or []
+                if str(t.get("key", "")).startswith(LIFECYCLE_TAINT_PREFIX)
+                and t.get("effect") in ("NoSchedule", "NoExecute")
+            ),
         )

@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from topogov.domain.labels import HOSTNAME_LABEL, layer_label, layer_of
 from topogov.domain.quantity import Resources
@@ -73,6 +74,18 @@ ClassKey = tuple[str, Resources, Resources]
 Composition = tuple[tuple[int, int], ...]  # ((class id, node count), ...)
 
 
+@dataclass(frozen=True, slots=True)
+class KueuePick:
+    """Where Kueue would place a pod set now (the model's BestFit): its domain at the asked level, the
+    nodes it would use, and how many nodes that domain has and how many of them have room."""
+
+    instance_type: str
+    domain: str
+    nodes: tuple[str, ...]
+    domain_nodes: int
+    free_nodes: int
+
+
 class CapacityIndex:
     """Per level, the distinct domain compositions (with the first domain of each). Built once per
     snapshot; queries never touch individual nodes.
@@ -89,6 +102,8 @@ class CapacityIndex:
         from topogov.domain.kueue import flavors_from_nodes
 
         nodes = list(nodes)
+        self._nodes = nodes
+        self._trees: dict[str, Any] = {}  # instance type -> the Kueue model's flavor tree (lazily)
         self.flavors = {f.instance_type: f for f in flavors_from_nodes(nodes)}
         self.node_count = 0
         self.classes: list[ClassKey] = []
@@ -100,7 +115,7 @@ class CapacityIndex:
             if flavor is None or len(node.path) < flavor.depth:
                 continue  # not in any flavor's topology tree
             self.node_count += 1
-            key: ClassKey = (node.instance_type, node.allocatable, node.requested)
+            key: ClassKey = (node.instance_type, node.allocatable, node.used)
             cid = ids.get(key)
             if cid is None:
                 cid = ids[key] = len(self.classes)
@@ -121,6 +136,60 @@ class CapacityIndex:
                 if comp not in firsts or domain < firsts[comp]:
                     firsts[comp] = domain
             self.by_level[label] = list(firsts.items())
+
+    def kueue_pick(
+        self, level: str, per_pod: Resources, pods: int, instance_type: str | None
+    ) -> KueuePick | None:
+        """Where Kueue v0.17's BestFit would put ``pods`` pods requiring one domain of ``level`` now,
+        per the model (``kueue_model.find_assignment``) on the snapshot's nodes, flavor by flavor in
+        the order the ClusterQueues list them; None when no flavor has room now."""
+        from topogov.domain.kueue import topology_levels, topology_name
+        from topogov.domain.kueue_model import (
+            FlavorTree,
+            ResourceFlavor,
+            TASRequest,
+            Topology,
+            TopologyRequest,
+            find_assignment,
+            requests_from,
+        )
+        from topogov.domain.kueue_model.convert import nodes_of
+        from topogov.domain.labels import INSTANCE_TYPE_LABEL
+
+        types = [instance_type] if instance_type else sorted(self.flavors)
+        for itype in types:
+            flavor = self.flavors.get(itype or "")
+            if flavor is None or level not in flavor.levels:
+                continue
+            tree = self._trees.get(flavor.instance_type)
+            if tree is None:
+                members = [n for n in self._nodes if n.instance_type == flavor.instance_type]
+                model_nodes, busy = nodes_of(members)
+                topo = Topology(topology_name(flavor.depth), tuple(topology_levels(flavor.depth)))
+                rf = ResourceFlavor(
+                    flavor.instance_type, {INSTANCE_TYPE_LABEL: flavor.instance_type}, topo.name
+                )
+                tree = self._trees[flavor.instance_type] = FlavorTree(rf, topo, model_nodes, busy)
+            request = TASRequest("main", pods, requests_from(per_pod), TopologyRequest(required=level))
+            placed = find_assignment(tree, request).assignment
+            if placed is None:
+                continue
+            hosts = tuple(sorted({values[-1] for values, count in placed.domains if count}))
+            if not hosts:
+                continue
+            depth = flavor.levels.index(level) + 1
+            by_name = {n.name: n for n in self._nodes}
+            if depth > flavor.depth:  # the hostname level: the domain is the node
+                domain, inside = hosts[0], [by_name[hosts[0]]]
+            else:
+                domain = by_name[hosts[0]].path[depth - 1]
+                inside = [
+                    n for n in self._nodes
+                    if n.instance_type == flavor.instance_type and n.path[depth - 1 : depth] == (domain,)
+                ]  # fmt: skip
+            room = sum(1 for n in inside if _fits(n, per_pod))
+            return KueuePick(flavor.instance_type, domain, hosts, len(inside), room)
+        return None
 
     def eligible(self, instance_type: str | None = None) -> list[str]:
         """The flavors a job may get: the one of its instance type, or every flavor."""
@@ -229,3 +298,13 @@ def required_feasibility(
         return Feasibility(True, fit, LevelChoice(label, "allocatable", fit, ""))
     alt = tightest_level(index, pod, count, instance_type=instance_type, bases=("allocatable",))
     return Feasibility(False, fit, alt, index.has_level(label, instance_type))
+
+
+def _fits(node: NodeCapacity, per_pod: Resources) -> bool:
+    free = node.allocatable - node.used
+    return (
+        free.gpu >= per_pod.gpu
+        and free.efa >= per_pod.efa
+        and free.cpu_m >= per_pod.cpu_m
+        and (free.memory >= per_pod.memory)
+    )

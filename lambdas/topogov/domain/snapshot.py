@@ -25,6 +25,8 @@ class Snapshot:
     absent: dict[str, float] = field(default_factory=dict)
     nodes: dict[str, NodeCapacity] = field(default_factory=dict)
     generated_at: float = 0.0  # when the content last changed (it is not rewritten otherwise)
+    # how tight the running jobs were at the last full pass (domain/placement_quality.quality)
+    placement: dict[str, Any] = field(default_factory=dict)
 
     def node_for_instance(self, instance_id: str) -> str | None:
         for node in self.nodes.values():
@@ -51,6 +53,7 @@ class Snapshot:
             "absent": dict(sorted(self.absent.items())),
             "nodes": [n.to_json() for n in sorted(self.nodes.values(), key=lambda n: n.name)],
             "tree": tree.to_json(),
+            "placement": self.placement,
         }
 
     @classmethod
@@ -71,4 +74,5 @@ class Snapshot:
         }
         nodes = {n["name"]: NodeCapacity.from_json(n) for n in data.get("nodes") or []}
         absent = {i: float(t) for i, t in (data.get("absent") or {}).items()}
-        return cls(instances, absent, nodes, float(data.get("generated_at", 0.0)))
+        placement = dict(data.get("placement") or {})
+        return cls(instances, absent, nodes, float(data.get("generated_at", 0.0)), placement)

@@ -192,7 +192,10 @@ class QuotaArithmetic(BaseModel):
 class TopologyDecision(BaseModel):
     mode: Literal["required", "preferred", "none"]
     level: str | None
-    domain_now: str | None = Field(None, description="a domain that would hold the job now, if any")
+    domain_now: str | None = Field(
+        None, description="where Kueue's BestFit would place the job now (the Kueue model), if it fits now"
+    )
+    nodes_now: list[str] | None = Field(None, description="the nodes that placement would use")
     reason: str
     fallback_after_s: int | None = None
 

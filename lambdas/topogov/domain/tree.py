@@ -26,6 +26,14 @@ class NodeCapacity:
     instance_id: str = ""
     allocatable: Resources = field(default_factory=Resources)
     requested: Resources = field(default_factory=Resources)
+    # False when Kueue's TAS leaves the node out for now: not Ready, cordoned (spec.unschedulable) or
+    # tainted NoSchedule/NoExecute by the node lifecycle (node.kubernetes.io/*), which no job tolerates
+    available: bool = True
+
+    @property
+    def used(self) -> Resources:
+        """What is not free now: the pods' requests, or everything on a node that is not available."""
+        return self.requested if self.available else self.allocatable
 
     @classmethod
     def from_labels(
@@ -37,6 +45,7 @@ class NodeCapacity:
         instance_id: str = "",
         allocatable: Resources | None = None,
         requested: Resources | None = None,
+        available: bool = True,
     ) -> NodeCapacity:
         return cls(
             name,
@@ -45,6 +54,7 @@ class NodeCapacity:
             instance_id,
             allocatable or Resources(),
             requested or Resources(),
+            available,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -55,6 +65,7 @@ class NodeCapacity:
             "instance_id": self.instance_id,
             "allocatable": self.allocatable.to_json(),
             "requested": self.requested.to_json(),
+            **({} if self.available else {"available": False}),
         }
 
     @classmethod
@@ -66,6 +77,7 @@ class NodeCapacity:
             data.get("instance_id", ""),
             Resources.from_json(data["allocatable"]),
             Resources.from_json(data["requested"]),
+            bool(data.get("available", True)),
         )
 
 

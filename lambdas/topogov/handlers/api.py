@@ -260,9 +260,20 @@ def get_team(team: Annotated[str, Path(max_length=63)]) -> dict[str, Any]:
     return service().team_view(caller(), team)
 
 
-@app.get("/v1/topology", summary="The topology tree with per-domain capacity, or a Mermaid flowchart")
-def topology(format: Annotated[str, Query(pattern="^(json|mermaid)$")] = "json"):
+@app.get(
+    "/v1/topology",
+    summary="The topology tree with per-domain capacity, a Mermaid flowchart, or (view=capacity) free "
+    "capacity per layer and the largest job that could start now in one domain",
+)
+def topology(
+    format: Annotated[str, Query(pattern="^(json|mermaid)$")] = "json",
+    view: Annotated[str, Query(pattern="^(tree|capacity)$")] = "tree",
+):
     caller()
+    if view == "capacity":
+        return Response(
+            status_code=200, content_type="application/json", body=json.dumps(service().capacity())
+        )
     doc = service().topology(format)
     if format == "mermaid":
         return Response(status_code=200, content_type="text/plain", body=doc)

@@ -145,4 +145,31 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         result["governor"] = publish_governor(governor(lab.last_snapshot))
     if sync is not None and full:
         result["ledger"] = publish_ledger(sync())
+    if full and lab.last_snapshot is not None and lab.last_pods is not None:
+        result["placement"] = publish_placement(lab.last_snapshot.placement)
     return result
+
+
+def publish_placement(quality: dict[str, Any]) -> dict[str, Any]:
+    """The fleet's placement quality as metrics: ``PlacementInOneDomain`` (percent of running
+    multi-pod jobs inside one domain) per ``level``, overall and per ``team`` and ``mode``, and
+    ``PlacementJobs`` (how many jobs the shares are of)."""
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    metrics.add_metric(name="PlacementJobs", unit=MetricUnit.Count, value=quality.get("jobs", 0))
+    if is_metrics_disabled():  # single_metric flushes on its own and ignores the switch
+        return quality
+    sets: list[tuple[dict[str, str], dict[str, Any]]] = [({}, quality)]
+    sets += [({"team": t}, q) for t, q in (quality.get("teams") or {}).items()]
+    sets += [({"mode": m}, q) for m, q in (quality.get("modes") or {}).items()]
+    for extra, part in sets:
+        for level, share in (part.get("in_one_domain") or {}).items():
+            with single_metric(
+                name="PlacementInOneDomain",
+                unit=MetricUnit.Percent,
+                value=round(100 * share, 1),
+                namespace="Topogov",
+                default_dimensions={"service": "topogov", "level": level, **extra},
+            ):
+                pass
+    return quality

@@ -250,6 +250,7 @@ def decide(
         priority_class=priority,
         placement=placement,
         submitted_by=caller_arn,
+        asked_mode=spec.mode,
     )
     decision = Decision(
         team=team_name,
@@ -303,10 +304,12 @@ def topology_decision(
             return TopologyDecision(
                 mode="none", level=None, reason=f"auto: {choice.reason}; placed without topology"
             )
+        pick = index.kueue_pick(choice.level, shape.per_pod, shape.pods, shape.instance_type)
         return TopologyDecision(
             mode="preferred",
             level=choice.level,
-            domain_now=choice.fit.domain if choice.basis == "free" and choice.fit else None,
+            domain_now=pick.domain if pick else None,
+            nodes_now=list(pick.nodes) if pick else None,
             reason=f"auto: {choice.reason}; preferred there so the job is never blocked by the choice",
         )
     assert spec.level is not None
@@ -316,12 +319,20 @@ def topology_decision(
         raise ValidationFailed("topology.level", str(exc)) from None
     if not index.has_level(level, shape.instance_type):
         raise _no_such_level(index, level, shape)
-    now = index.best_domain(level, shape.per_pod, now=True, instance_type=shape.instance_type)
-    domain_now = now.domain if now.pods >= shape.pods else None
+    pick = index.kueue_pick(level, shape.per_pod, shape.pods, shape.instance_type)
+    where = (
+        f"fits now in {pick.domain} ({pick.free_nodes} of {pick.domain_nodes} nodes free; Kueue's BestFit "
+        "would pick it)"
+        if pick
+        else None
+    )
     if spec.mode == "preferred":
         return TopologyDecision(
-            mode="preferred", level=level, domain_now=domain_now,
-            reason=f"preferred at {level_name(level)} as asked",
+            mode="preferred", level=level, domain_now=pick.domain if pick else None,
+            nodes_now=list(pick.nodes) if pick else None,
+            reason=f"preferred at {level_name(level)} as asked: "
+            + (where or f"no {level_name(level)} domain has room for all of it now: Kueue places it as close "
+               "as it can"),
         )  # fmt: skip
     feas = required_feasibility(index, level, shape.per_pod, shape.pods, instance_type=shape.instance_type)
     if not feas.feasible:
@@ -342,11 +353,13 @@ def topology_decision(
     return TopologyDecision(
         mode="required",
         level=level,
-        domain_now=domain_now,
-        reason=(
-            f"required at {level_name(level)}: a domain can hold all {shape.pods} pods "
-            f"(now: {feas.fit.domain}; Kueue picks which)"
-        )
-        + ("" if domain_now else " once running work finishes"),
+        domain_now=pick.domain if pick else None,
+        nodes_now=list(pick.nodes) if pick else None,
+        reason=f"required at {level_name(level)}: "
+        + (
+            where
+            or f"fits once running work finishes ({feas.fit.domain} holds all {shape.pods} pods when empty; "
+            "nothing is reserved meanwhile)"
+        ),
         fallback_after_s=parse_duration(spec.fallbackAfter) if spec.fallbackAfter else None,
     )

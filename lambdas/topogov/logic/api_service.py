@@ -57,6 +57,7 @@ class JobsPort(Protocol):
     def workloads(self, namespace: str) -> list[dict[str, Any]]: ...
     def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
     def pods_of(self, namespace: str, job_uid: str) -> list[dict[str, Any]]: ...
+    def kueue_pods(self, namespace: str) -> list[dict[str, Any]]: ...
     def admitted_usage(self, namespace: str) -> Resources: ...
 
 
@@ -86,6 +87,7 @@ class ApiService:
     snapshot_ttl_s: float = 15.0  # a warm container re-checks S3 for a new snapshot at most this often
     monotonic: Callable[[], float] = time.monotonic
     _index: tuple[int, CapacityIndex, float] | None = None
+    _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
     _idempotent: Any = None
     _idempotency_config: Any = None
     lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
@@ -125,6 +127,16 @@ class ApiService:
             return to_mermaid(tree)
         return {"generated_at": snap.generated_at, **tree.to_json()}
 
+    def capacity(self) -> dict[str, Any]:
+        """Free capacity per layer and the largest job that could start now (domain/capacity.py), as
+        of the snapshot's last pass."""
+        from topogov.domain.capacity import capacity_view
+
+        snap = self._snapshot()
+        if self._capacity is None or self._capacity[0] is not snap:  # ~150 ms at 10,000 nodes
+            self._capacity = (snap, {"generated_at": snap.generated_at, **capacity_view(snap.nodes)})
+        return self._capacity[1]
+
     # -- submit -----------------------------------------------------------------------------------
     def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
         adm = decide(request, caller_arn=caller, policy=self.policy, index=self.index)
@@ -142,6 +154,8 @@ class ApiService:
             "namespace": d.namespace,
             "decision": d.model_dump(mode="json"),
             "request": request.model_dump(mode="json"),
+            # what a pending job's "waiting" view needs of its pods (per pod GPUs, instance type)
+            "shape": {"per_pod_gpu": adm.shape.per_pod.gpu, "instance_type": adm.shape.instance_type},
             "events": [
                 {"at": self.clock(), "what": "submitted", "topology": d.topology.model_dump(mode="json")}
             ],
@@ -258,9 +272,11 @@ class ApiService:
             workload = self.jobs.workload_for(record["namespace"], uid)
             if not (job.get("spec") or {}).get("suspend", False) or (job.get("status") or {}).get("active"):
                 pods = pods_from(self.jobs.pods_of(record["namespace"], uid))
-                placement = landing(pods, self._snapshot_nodes())
+                asked = ((record.get("decision") or {}).get("topology") or {}).get("level")
+                placement = landing(pods, self._snapshot_nodes(), asked)
         status, why = _released_status(record, *job_status(job, workload))
         events = [*record.get("events", []), *kueue_events(workload)]
+        waiting = self._waiting(caller, team, record) if status == "Pending" else None
         return {
             "team": team,
             "name": name,
@@ -273,7 +289,52 @@ class ApiService:
             "decision": record.get("decision"),
             "fallback": record.get("fallback"),
             "placement": placement,
+            "waiting": waiting,
             "events": sorted(events, key=lambda e: e.get("at") or ""),
+        }
+
+    def _waiting(self, caller: str, team: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        """For a pending job that asked for a topology level: the domain that comes closest, what
+        runs there (other teams' jobs by team only, unless the caller is an admin) and what would
+        have to finish or be preempted. One list of Kueue's pods per team namespace."""
+        from topogov.domain.capacity import closest_domain
+        from topogov.domain.placement_quality import job_pod
+        from topogov.domain.quantity import pod_requests
+
+        decision = record.get("decision") or {}
+        topo = decision.get("topology") or {}
+        level, pods = topo.get("level"), int(decision.get("pods") or 0)
+        per_pod = (record.get("shape") or {}).get("per_pod_gpu")
+        if not level or not pods or per_pod is None:
+            return None
+        running = []
+        for t in self.policy.teams.values():
+            for pod in self.jobs.kueue_pods(t.namespace):
+                found = job_pod(pod, pod_requests(pod).gpu)
+                if found is not None:
+                    running.append(found)
+        priorities = {c.name: c.value for c in self.policy.priority_classes}
+        found_domain = closest_domain(
+            self._snapshot_nodes(), running, level=level, pods=pods, gpus_per_pod=int(per_pod),
+            instance_type=(record.get("shape") or {}).get("instance_type"), priority_of=priorities,
+            priority=int(decision.get("priority_value") or 0),
+        )  # fmt: skip
+        if found_domain is None:
+            return None
+        admin = self.policy.is_admin(caller)
+        by_namespace = {t.namespace: name for name, t in self.policy.teams.items()}
+
+        def shown(job: dict[str, Any]) -> dict[str, Any]:
+            owner = by_namespace.get(job["namespace"], job["namespace"])
+            mine = admin or owner == team
+            return {**job, "team": owner, "job": job["job"] if mine else None}
+
+        return {
+            **found_domain,
+            "occupants": [shown(j) for j in found_domain["occupants"]],
+            "to_free": None
+            if found_domain["to_free"] is None
+            else [shown(j) for j in found_domain["to_free"]],
         }
 
     def _snapshot_nodes(self) -> dict[str, Any]:
@@ -283,9 +344,12 @@ class ApiService:
             return {}
 
     def jobs_of(self, caller: str, team: str | None) -> list[dict[str, Any]]:
-        """The jobs of ``team`` (else of every team the caller sees) with their status: two list calls
-        per team (Jobs and Workloads), not one per job."""
+        """The jobs of ``team`` (else of every team the caller sees) with their status and where they
+        landed: three list calls per team (Jobs, Workloads, Kueue's pods), not one per job."""
         from topogov.domain.jobs import job_status
+        from topogov.domain.landing import landing, pods_from
+
+        nodes = self._snapshot_nodes()
 
         teams = [team] if team else self.visible_teams(caller)
         out = []
@@ -299,10 +363,19 @@ class ApiService:
                 (w.get("metadata") or {}).get("labels", {}).get("kueue.x-k8s.io/job-uid"): w
                 for w in self.jobs.workloads(namespace)
             }
+            pods_by_uid: dict[str, list[dict[str, Any]]] = {}
+            for pod in self.jobs.kueue_pods(namespace):
+                uid = ((pod.get("metadata") or {}).get("labels") or {}).get(
+                    "batch.kubernetes.io/controller-uid"
+                )
+                pods_by_uid.setdefault(uid or "", []).append(pod)
             for r in records:
                 job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None
                 workload = by_uid.get((job or {}).get("metadata", {}).get("uid")) if job else None
                 status, _ = _released_status(r, *job_status(job, workload))
+                asked = ((r.get("decision") or {}).get("topology") or {}).get("level")
+                uid = (job or {}).get("metadata", {}).get("uid") if job else None
+                landed = landing(pods_from(pods_by_uid.get(uid or "-", [])), nodes, asked)
                 out.append(
                     {
                         "team": t,
@@ -314,6 +387,8 @@ class ApiService:
                         "priority_class": (r.get("decision") or {}).get("priority_class"),
                         "topology": (r.get("decision") or {}).get("topology"),
                         "fallback_at": (r.get("fallback") or {}).get("at"),
+                        "placement": landed["verdict"],
+                        "inside_asked": landed["inside_asked"],
                     }
                 )
         return out
@@ -345,4 +420,17 @@ class ApiService:
             "admitted": res(self.jobs.admitted_usage(t.namespace)),
             "priority_classes": list(t.priority_class_names),
             "default_priority_class": t.default_priority_class,
+            "placement": self._placement_of(team),
         }
+
+    def _placement_of(self, team: str) -> dict[str, Any] | None:
+        """How tight the team's running multi-pod jobs were at the last pass, beside the fleet's."""
+        try:
+            quality = self._snapshot().placement
+        except TopologyUnavailable:
+            return None
+        if not quality:
+            return None
+        empty = {"jobs": 0, "in_one_domain": {}}
+        fleet = {"jobs": quality.get("jobs", 0), "in_one_domain": quality.get("in_one_domain", {})}
+        return {"team": (quality.get("teams") or {}).get(team, empty), "fleet": fleet}

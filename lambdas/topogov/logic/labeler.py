@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from topogov.domain.errors import KubernetesError, SnapshotError
 from topogov.domain.labels import InstanceTopology, apply_patch, label_patch, stale_layer_patch
 from topogov.domain.nodes import NodeKind, NodeView
+from topogov.domain.placement_quality import JobPod
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import NodeCapacity
@@ -76,7 +77,7 @@ class NodeStore(Protocol):
     def list_nodes(self) -> list[dict[str, Any]]: ...
     def get_node(self, name: str) -> dict[str, Any] | None: ...
     def patch_labels(self, name: str, patch: Mapping[str, str | None]) -> PatchOutcomeLike: ...
-    def requested_by_node(self) -> dict[str, Resources]: ...
+    def scan_pods(self) -> tuple[dict[str, Resources], list[JobPod]]: ...
 
 
 class SnapshotStore(Protocol):
@@ -164,13 +165,15 @@ class Labeler:
         self._clock = clock
         self._wall = wall
         self.last_snapshot: Snapshot | None = None  # after a pass: what it learned (the governor's input)
+        self.last_pods: list[JobPod] | None = None  # after a full pass: Kueue's running pods (placement)
+        self.team_of: dict[str, str] = {}  # namespace -> team, for the placement quality per team
 
     def run(self, options: PassOptions) -> PassSummary:
         started = self._clock()
         reads0, writes0 = self._nodes.counters.reads, self._nodes.counters.writes
         summary = PassSummary(mode="full" if options.targeted_instance_ids is None else "targeted")
         snapshot = self._load_snapshot(summary)
-        before = (dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes))
+        before = (dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement)
 
         skips: Counter[str] = Counter()
         if options.targeted_instance_ids is None:
@@ -256,7 +259,7 @@ class Labeler:
         requested: dict[str, Resources] = {}
         if options.collect_requested and options.targeted_instance_ids is None:
             try:
-                requested = self._nodes.requested_by_node()
+                requested, self.last_pods = self._nodes.scan_pods()
             except KubernetesError as exc:
                 summary.failures.append({"node": None, "status": exc.status, "message": str(exc)})
         node_capacity = {
@@ -268,6 +271,7 @@ class Labeler:
                 allocatable=v.allocatable,
                 requested=requested.get(v.name)
                 or (snapshot.nodes[v.name].requested if v.name in snapshot.nodes else Resources()),
+                available=v.available,
             )
             for v in views
             if v.name not in gone
@@ -280,7 +284,12 @@ class Labeler:
         else:
             snapshot.nodes.update(node_capacity)
         # Written only when its content changed: no write without drift, here as on the nodes.
-        if (snapshot.instances, snapshot.absent, snapshot.nodes) != before or not snapshot.generated_at:
+        if self.last_pods is not None and options.targeted_instance_ids is None:
+            from topogov.domain.placement_quality import quality
+
+            snapshot.placement = quality(self.last_pods, snapshot.nodes, self.team_of)
+        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement)
+        if current != before or not snapshot.generated_at:
             snapshot.generated_at = self._wall()
             try:
                 self._store.save(snapshot)

@@ -78,11 +78,17 @@ class Console:
         return text
 
     def topogov(
-        self, profile: str | None, *args: str, max_lines: int | None = None, show: bool = True
+        self,
+        profile: str | None,
+        *args: str,
+        max_lines: int | None = None,
+        show: bool = True,
+        from_line: str | None = None,
     ) -> str:
         """Run the ``topogov`` CLI in-process as ``profile`` (a profile of the stack's credentials
         file) against the local API; print it as ``[team-a] $ topogov ...`` and its output. With
-        ``profile`` None, a command that talks to the cluster and S3 (``governor``, ``reconcile``)."""
+        ``profile`` None, a command that talks to the cluster and S3 (``governor``, ``reconcile``).
+        ``from_line``: print only from the first line starting with it (``...`` for the rest)."""
         from topogov_cli.main import main
 
         prompt = f"[{profile.removeprefix('topogov-')}] $ " if profile else "$ "
@@ -101,7 +107,7 @@ class Console:
                 os.environ["COLUMNS"] = columns
         text = (buf.getvalue() + err.getvalue()).rstrip("\n")
         if show:
-            self._lines(text, max_lines)
+            self._lines(_from(text, from_line), max_lines)
         if code != 0 and show:
             self.say(f"(exit {code})")
         return text
@@ -174,3 +180,11 @@ def shown(path: Any) -> str:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def _from(text: str, start: str | None) -> str:
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if start and line.startswith(start)), None)
+    if at is None or at == 0:
+        return text
+    return "\n".join([f"... ({at} lines)", *lines[at:]])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from topogov.domain.labels import layer_label
-from topogov_cli.render import joined
+from topogov_cli.render import joined, placement_line
 from topogov_local.walkthrough.api import GPU_JOB
 from topogov_local.walkthrough.console import Console, shown
 from topogov_local.walkthrough.labeler import invoke
@@ -51,7 +51,8 @@ def jobs(c: Console, first: int) -> int:
     borrowing(c, first + 2)
     priority(c, first + 3)
     fallback(c, first + 4)
-    return first + 5
+    placement(c, first + 5)
+    return first + 6
 
 
 def aws_example(c: Console, n: int) -> None:
@@ -175,10 +176,32 @@ def fallback(c: Console, n: int) -> None:
     c.kubectl("uncordon", *cordoned)
 
 
+def placement(c: Console, n: int) -> None:
+    c.step(n, "How tight the jobs landed, what is free, and what holds the next big one back")
+    c.note(
+        "PLACEMENT is read from each job's pods and their nodes' labels: the deepest layer holding "
+        "them all in one domain (x1) and how the next layer splits them."
+    )
+    c.topogov(ADMIN, "jobs")
+    quality = invoke(_scheduled()).get("placement") or {}
+    c.say("Each reconcile pass computes the fleet's placement quality (metric PlacementInOneDomain):")
+    c.say("  " + placement_line(quality))
+    c.say("Free capacity per layer, as Kueue counts it; LARGEST JOB NOW is what the Kueue model places:")
+    c.topogov(ADMIN, "topology", "--capacity")
+    c.say("team-b asks for a whole layer-2 domain (16 nodes), which no domain has free now:")
+    submit(c, B, "b-wide", 16, "--required-topology", "layer-2", run_s=60)
+    view = c.wait_status(B, "team-b", "b-wide", ("Pending",))
+    deadline = time.monotonic() + 10
+    while not (view.get("why_pending") and view.get("waiting")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        view = c.job(B, "team-b", "b-wide")
+    c.topogov(B, "job", "b-wide", from_line="waiting")
+    c.topogov(B, "cancel", "b-wide")
+
+
 def ledger(c: Console, n: int) -> None:
     c.step(n, "Where it all stands: admitted (Kueue's Workloads) and in flight (the ledger), per team")
     c.topogov(ADMIN, "teams")
-    c.topogov(ADMIN, "jobs")
 
 
 def maintenance_nodes(stack: Any) -> list[str]:

@@ -98,7 +98,7 @@ def nodes_of(nodes: Iterable[NodeCapacity], pods: int = 110) -> tuple[list[Node]
         labels[HOSTNAME] = n.name
         if n.instance_type:
             labels[INSTANCE_TYPE_LABEL] = n.instance_type
-        out.append(Node(n.name, labels, {**requests_from(n.allocatable), "pods": pods}))
+        out.append(Node(n.name, labels, {**requests_from(n.allocatable), "pods": pods}, ready=n.available))
         used = requests_from(n.requested)
         if used:
             busy.append(NonTASPod(f"{n.name}/requested", n.name, used))
