@@ -129,7 +129,7 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert "c-exp Succeeded; c-next Running" in text and "c-next Succeeded; a-big Running" in text
     # the fallback relaxes a job that could not start, and Kueue starts it
     assert "fallbacks this pass: team-a/wide-l2" in text
-    assert re.search(r"^wide-l2 +team-a +Running .*required layer-2 \(relaxed\)", text, re.M)
+    assert re.search(r"^wide-l2 +team-a +Running .* relaxed layer-2 ", text, re.M)
     # where each job landed, the fleet's placement quality, capacity, and what a big job waits for
     assert re.search(r"^test-tas-job +team-a +Running .* layer-3 ×1 ", text, re.M)
     assert re.search(r"^  placement: \d+ running multi-pod jobs, in one domain: layer-1 100%", text, re.M)
