@@ -21,7 +21,10 @@ help:
 $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -r requirements/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
-	$(PIP) install --no-deps --no-build-isolation -e . -e cli -e local 2> >(grep -v "is ignored: it is neither" >&2)
+	$(PIP) install --no-deps --no-build-isolation -e . -e local 2> >(grep -v "is ignored: it is neither" >&2)
+	@# the CLI last: it owns the `topogov` command (an older service install that declared it too
+	@# removes it when reinstalled)
+	$(PIP) install --no-deps --no-build-isolation -e cli 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.installed-*; touch $@
 
 install: $(STAMP) kubectl node_modules/.installed controlplane checks-tools

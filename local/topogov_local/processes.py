@@ -23,10 +23,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 _URL = re.compile(r"(https?://[0-9A-Za-z.\-]+:\d+)")
-STOP_GRACE_S = 1.5  # SIGTERM, then SIGKILL: a stack stops well within 2 s
+STOP_GRACE_S = 1.0  # SIGTERM, then SIGKILL (stop_all: every child at once): a stack stops within 2 s
 PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"
 _PR_SET_PDEATHSIG = 1
 
@@ -152,15 +152,30 @@ class ManagedProcess:
         )
 
     def stop(self, timeout_s: float = STOP_GRACE_S) -> None:
+        stop_all([self], timeout_s)
+
+    def _signal(self, sig: int) -> bool:
+        """Send ``sig`` to the process group; False when there is nothing left to stop."""
         if self.proc is None or self.proc.poll() is not None:
-            return
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+        return True
+
+
+def stop_all(procs: Iterable[ManagedProcess], timeout_s: float = STOP_GRACE_S) -> None:
+    """Stop processes together: SIGTERM to each group at once, then wait for all within one grace
+    period, and SIGKILL what is left. A stack of seven servers then stops in about the time of the
+    slowest, not of their sum (within 2 s of SIGTERM/SIGINT/SIGHUP)."""
+    running = [p for p in procs if p._signal(signal.SIGTERM)]
+    deadline = time.monotonic() + timeout_s
+    for p in running:
+        assert p.proc is not None
         try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=timeout_s)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+            p.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p._signal(signal.SIGKILL)
+            p.proc.wait(timeout=10)
 
 
 @contextlib.contextmanager

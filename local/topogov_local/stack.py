@@ -24,7 +24,7 @@ from topogov.adapters.kube import KubeHttp
 from topogov.adapters.kube_auth import kubeconfig_api_client
 from topogov_local import fleet as fleetmod
 from topogov_local.cluster.controlplane import ControlPlane
-from topogov_local.processes import ManagedProcess, environ, free_port, python_module
+from topogov_local.processes import ManagedProcess, environ, free_port, python_module, stop_all
 
 SNAPSHOT_BUCKET = "topogov-local-snapshot"
 LEDGER_TABLE = "topogov-local-ledger"
@@ -140,10 +140,10 @@ class LocalStack:
         if self.api is not None:
             self.api.stop()
             self.api = None
+        # the cluster's servers and the AWS emulator together, in one grace period
+        stop_all([*(reversed(self.cluster.procs) if self.cluster else ()), *([self.aws] if self.aws else [])])
         if self.cluster is not None:
-            self.cluster.stop()
-        if self.aws is not None:
-            self.aws.stop()
+            self.cluster.procs.clear()
         if self._lock is not None:
             self._lock.release()
             self._lock = None

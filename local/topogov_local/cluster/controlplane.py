@@ -44,7 +44,7 @@ import yaml
 
 from topogov_local.cluster import build, manifests
 from topogov_local.cluster.pki import IDENTITIES, Pki, make_pki
-from topogov_local.processes import ManagedProcess, free_port, python_module
+from topogov_local.processes import ManagedProcess, free_port, python_module, stop_all
 
 REPO = Path(__file__).resolve().parents[3]
 RBAC_MANIFEST = REPO / "deploy" / "rbac.yaml"
@@ -338,8 +338,7 @@ class ControlPlane:
         )
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            proc.stop()
+        stop_all(reversed(self.procs))  # together: each would otherwise take its grace in turn
         self.procs.clear()
 
     def __enter__(self) -> ControlPlane:
