@@ -1,6 +1,10 @@
 """What moto's CloudFormation lacks for ``cdk deploy`` / ``cdk destroy`` of this app (installed by
 :func:`install`, from :mod:`topogov_local.moto_server`). Each rule follows the AWS behaviour cited.
 
+One module of 1,200 lines on purpose: its parts patch the same few moto classes (the stack, the
+change set, the resource map) and must be installed together and in order; split, a reader would
+chase one update's path through several files. The sections below are its table of contents.
+
 1. **Template URLs on the emulator's own endpoint.** With ``AWS_ENDPOINT_URL`` set, the CDK CLI
    uploads the template to the bootstrap bucket and passes ``TemplateURL=<that endpoint>/<bucket>/<key>``
    (its ``restUrlFromManifest``: the S3 client's endpoint origin, path style). moto takes the first
