@@ -243,3 +243,29 @@ def test_the_labeler_runs_under_its_rbac_and_admission_policy_and_the_real_serve
     assert api.request("GET", "/apis/batch/v1/namespaces/default/jobs").status == 403
     full_pass()  # the pass puts the label back to EC2's answer
     assert_converged(stack)
+
+
+def test_kubectl_auth_can_i_answers_as_deploy_rbac_yaml_grants(stack):
+    """``kubectl auth can-i`` (a SubjectAccessReview the real RBAC authorizer answers) for the two
+    groups of ``deploy/rbac.yaml``: the labeler may patch nodes and list pods cluster-wide, the API
+    may only create jobs and list pods in a team's namespace (issue 14)."""
+
+    def can(verb, resource, group, namespace=None):
+        args = ["auth", "can-i", verb, resource, "--as", "someone", "--as-group", group]
+        args += ["-n", namespace] if namespace else []
+        out = subprocess.run(
+            ["kubectl", "--kubeconfig", str(stack.kubeconfig), *args],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        return out.stdout.strip()
+
+    assert can("patch", "nodes", "topogov:reconciler") == "yes"
+    assert can("list", "pods", "topogov:reconciler") == "yes"
+    assert can("update", "nodes", "topogov:reconciler") == "no"
+    assert can("patch", "nodes", "topogov:api") == "no"
+    assert can("create", "jobs", "topogov:api", "hyperpod-ns-team-a") == "yes"
+    assert can("list", "pods", "topogov:api", "hyperpod-ns-team-a") == "yes"
+    assert (
+        can("get", "pods", "topogov:api", "hyperpod-ns-team-a") == "no"
+    )  # listed by label, never read by name
+    assert can("create", "jobs", "topogov:api", "default") == "no"

@@ -109,7 +109,7 @@ class KubeHttp:
             # Reported as a 503-like transient failure so the caller's retry policy applies.
             return 503, {"message": f"{type(exc).__name__}: {exc}"}, None
         try:
-            payload = json.loads(raw) if raw else None
+            payload = _decode(raw) if raw else None
         except ValueError:
             payload = {"message": raw[:200].decode("utf-8", "replace")}
         retry_after = None
@@ -120,6 +120,22 @@ class KubeHttp:
             except ValueError:
                 retry_after = None
         return resp.status, payload, retry_after
+
+
+def _decode(raw: bytes) -> Any:
+    """``json.loads`` with the cyclic garbage collector paused: a page of 500 pods is ~100,000 new
+    objects, and each collection it triggers walks everything the pass holds (10,000 nodes' views);
+    decoded JSON has no reference cycles, so there is nothing for it to find. Halves a 10,000-node,
+    20,000-pod pass's decoding CPU (``topogov bench reconcile``)."""
+    import gc
+
+    if not gc.isenabled():
+        return json.loads(raw)
+    gc.disable()
+    try:
+        return json.loads(raw)
+    finally:
+        gc.enable()
 
 
 class PatchOutcome(enum.StrEnum):
