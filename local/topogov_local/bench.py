@@ -1,8 +1,11 @@
 """``topogov bench reconcile``: labeler passes against a fresh local stack per node count.
 
 Passes: ``first`` (every node needs labels), ``steady`` (nothing changed), ``drift`` (labels edited
-by hand on 1 % of nodes), ``new`` (1 % new instances joined). ``cpu_s`` is this process's CPU
-time for the pass (the emulators run in their own processes); ``wall_s`` its elapsed time.
+by hand on 1 % of nodes), ``new`` (1 % new instances joined), ``placed`` (a steady pass with two
+Running pods per node of the first fleet, in Jobs of 10 pods, Kueue's labels on them: the pass
+lists them once for node capacity and computes the fleet's placement quality from the same pages).
+``cpu_s`` is this process's CPU time for the pass (the emulators run in their own processes);
+``wall_s`` its elapsed time.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 from topogov_cli.common import EXIT_OK
 from topogov_cli.render import table
 
-PASSES = ("first", "steady", "drift", "new")
+PASSES = ("first", "steady", "drift", "new", "placed")
+PODS_PER_JOB = 10
 
 
 def _say(text: str, quiet: bool) -> None:
@@ -55,7 +59,7 @@ def bench_nodes(n: int, ec2_rate: float, quiet: bool) -> list[dict[str, Any]]:
             labeler = build_labeler(settings)
             kube = stack.kube()
 
-            def run_pass(name: str, drifted: int) -> None:
+            def run_pass(name: str, drifted: int, **extra: Any) -> None:
                 kube.request("DELETE", "/_emulator/requests")
                 cpu0, wall0 = time.process_time(), time.perf_counter()
                 s = labeler.run(PassOptions(refresh_after_s=settings.refresh_after_s))
@@ -74,6 +78,8 @@ def bench_nodes(n: int, ec2_rate: float, quiet: bool) -> list[dict[str, Any]]:
                         "complete": s.complete,
                         "cpu_s": round(cpu, 3),
                         "wall_s": round(wall, 3),
+                        "page_size": settings.page_size,
+                        **extra,
                     }
                 )
                 _say("#   " + json.dumps(results[-1]), quiet)
@@ -92,7 +98,66 @@ def bench_nodes(n: int, ec2_rate: float, quiet: bool) -> list[dict[str, Any]]:
             run_pass("drift", k)
             stack.add_instances([fleet.FleetGroup("p5.48xlarge", k)])
             run_pass("new", k)
+            jobs = max(1, n // 5)
+            _say(f"#   creating {jobs * PODS_PER_JOB} Running pods in {jobs} Jobs ...", quiet)
+            t1 = time.perf_counter()
+            running_pods(kube, names, jobs)
+            _say(f"#   created in {time.perf_counter() - t1:.1f}s", quiet)
+            run_pass("placed", 0, pods=jobs * PODS_PER_JOB, jobs=jobs)
+            results[-1]["placed_jobs"] = labeler_jobs(labeler)
     return results
+
+
+def labeler_jobs(labeler: Any) -> int:
+    snap = getattr(labeler, "last_snapshot", None)
+    return int(((snap.placement if snap is not None else None) or {}).get("jobs", 0))
+
+
+def running_pods(kube: Any, nodes: list[str], jobs: int) -> None:
+    """``jobs`` Jobs of ``PODS_PER_JOB`` pods (4 GPUs each, two per node, in node order) as Kueue's
+    pods look once Running: the Job's and Kueue's labels, bound to a node, phase Running (set on the
+    status subresource, as a kubelet would)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> None:
+        j, k = divmod(i, PODS_PER_JOB)
+        ns = f"hyperpod-ns-team-{'abc'[j % 3]}"
+        name = f"bench-{j}-{k}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "batch.kubernetes.io/controller-uid": f"00000000-0000-0000-0000-{j:012d}",
+                    "batch.kubernetes.io/job-name": f"bench-{j}",
+                    "kueue.x-k8s.io/podset": "main",
+                    "topogov.io/topology-mode": "required",
+                },
+            },
+            "spec": {
+                "nodeName": nodes[(i // 2) % len(nodes)],
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "main", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "4"},
+                                                                 "limits": {"nvidia.com/gpu": "4"}}}
+                ],
+            },
+        }  # fmt: skip
+        resp = kube.request("POST", f"/api/v1/namespaces/{ns}/pods", body=body)
+        if resp.status not in (200, 201):
+            raise RuntimeError(f"create pod {ns}/{name}: HTTP {resp.status} {resp.body}")
+        resp = kube.request(
+            "PATCH",
+            f"/api/v1/namespaces/{ns}/pods/{name}/status",
+            body={"status": {"phase": "Running"}},
+            content_type="application/merge-patch+json",
+        )
+        if resp.status != 200:
+            raise RuntimeError(f"pod {ns}/{name} status: HTTP {resp.status} {resp.body}")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(one, range(jobs * PODS_PER_JOB)))
 
 
 def targets_met(rows: list[dict[str, Any]]) -> list[str]:
@@ -105,6 +170,7 @@ def targets_met(rows: list[dict[str, Any]]) -> list[str]:
             "steady": 0,
             "drift": 0,
             "new": math.ceil(r["drifted"] / 100),
+            "placed": 0,
         }
         if r["ec2_calls"] != want_ec2[r["pass"]]:
             problems.append(f"{r['nodes']} {r['pass']}: ec2_calls {r['ec2_calls']} != {want_ec2[r['pass']]}")
@@ -114,7 +180,23 @@ def targets_met(rows: list[dict[str, Any]]) -> list[str]:
             )
         if r["nodes"] >= 10_000 and r["cpu_s"] >= 2.0:
             problems.append(f"{r['nodes']} {r['pass']}: cpu_s {r['cpu_s']} >= 2.0")
+    for r in rows:
+        if r["pass"] != "placed":
+            continue
+        # issue 16: list calls <= ceil(pods / page size) + what the pass already does (the steady pass)
+        steady = next(x for x in rows if x["nodes"] == r["nodes"] - _new(rows, r) and x["pass"] == "steady")
+        allowed = math.ceil(r["pods"] / r["page_size"]) + steady["k8s_list_calls"]
+        if r["k8s_list_calls"] > allowed:
+            problems.append(f"{r['nodes']} placed: k8s_list_calls {r['k8s_list_calls']} > {allowed}")
+        if r["placed_jobs"] != r["jobs"]:
+            problems.append(f"{r['nodes']} placed: quality over {r['placed_jobs']} jobs, not {r['jobs']}")
     return problems
+
+
+def _new(rows: list[dict[str, Any]], placed: dict[str, Any]) -> int:
+    """The instances the ``new`` pass added before ``placed`` (the steady pass saw that many fewer)."""
+    new = [x for x in rows if x["pass"] == "new" and x["nodes"] == placed["nodes"]]
+    return int(new[0]["drifted"]) if new else 0
 
 
 def run_api(args: argparse.Namespace) -> int:
@@ -157,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         "(EC2's is 1 req/s); the labeler paced itself to the same rate."
     )
     cols = ["nodes", "pass", "ec2_calls", "k8s_list_calls", "k8s_writes", "drifted", "cpu_s", "wall_s"]
-    print(table(cols, ([r[c] for c in cols] for r in rows)))
+    print(table([*cols, "pods"], ([*(r[c] for c in cols), r.get("pods", "-")] for r in rows)))
     print()
     print(
         "Baseline, the cloud controller manager's way (one DescribeInstanceTopology call per node, 1 req/s):"
