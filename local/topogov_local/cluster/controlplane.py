@@ -244,6 +244,10 @@ class ControlPlane:
                 f"--service-account-private-key-file={d / 'sa.key'}",
                 f"--root-ca-file={d / 'ca.crt'}",
                 "--cluster-name=topogov-local",
+                # client-side rate limit (default 20 QPS): the node lifecycle controller lifts the
+                # not-ready taint of each new node with its own calls, so a 75-node stack waited ~9 s
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
                 "--v=1",
             ],
             lambda: _probe(f"https://127.0.0.1:{p['controller-manager']}/healthz"),
