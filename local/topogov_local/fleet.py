@@ -141,7 +141,10 @@ def node_object(instance: dict[str, Any], *, simulated: bool = True) -> dict[str
                 "osImage": "Amazon Linux 2023.9.20251117",
                 "kernelVersion": "6.12.46-66.121.amzn2023.x86_64",
                 "containerRuntimeVersion": "containerd://2.1.4",
-                "machineID": instance["InstanceId"].removeprefix("i-").ljust(32, "0"),
+                # "ec2" first, as on EC2 (its machine ids and UUIDs start so), and never all digits:
+                # KWOK's node stage renders the value into YAML unquoted, and an instance id of
+                # decimal digits only (1 in ~3,000 ids) became a number Node status cannot hold
+                "machineID": ("ec2" + instance["InstanceId"].removeprefix("i-")).ljust(32, "0"),
                 "systemUUID": f"ec2{instance['InstanceId'][2:7]}-0000-0000-0000-000000000000",
             },
             "addresses": [

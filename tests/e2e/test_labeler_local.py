@@ -269,3 +269,18 @@ def test_kubectl_auth_can_i_answers_as_deploy_rbac_yaml_grants(stack):
         can("get", "pods", "topogov:api", "hyperpod-ns-team-a") == "no"
     )  # listed by label, never read by name
     assert can("create", "jobs", "topogov:api", "default") == "no"
+
+
+def test_a_node_whose_instance_id_is_all_digits_becomes_ready(stack):
+    """KWOK's node stage renders the Node's ``status.nodeInfo`` into YAML: a ``machineID`` of digits
+    only (an instance id such as ``i-93062104936921069``, about 1 in 3,000) was read back as a
+    number and the node never got Ready (seen in CI). Found by the stack's wait for its nodes."""
+    from topogov_local import fleet
+
+    instance = {"InstanceId": "i-93062104936921069", "InstanceType": "p5.48xlarge",
+                "Placement": {"AvailabilityZone": "us-east-1a"}, "PrivateIpAddress": "10.0.99.9"}  # fmt: skip
+    name = fleet.register_nodes(stack.kube(), [instance])[0]
+    try:
+        stack.wait_nodes_settled([name], timeout_s=30)
+    finally:
+        stack.kube().request("DELETE", f"/api/v1/nodes/{name}")
