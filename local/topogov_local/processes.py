@@ -60,9 +60,32 @@ def _record(pid: int, argv: Sequence[str]) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
+    """A port nothing listens on, below the kernel's ephemeral range: a port the kernel hands out
+    (bind to 0) can be taken, between this check and the server's own bind, as the local port of one
+    of the many outgoing connections a starting stack makes (seen in CI: kube-scheduler's "bind:
+    address already in use"). Checked free on every address, as the Go servers bind 0.0.0.0."""
+    import random
+
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # nothing free below the range: let the kernel choose
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 class ManagedProcess:
