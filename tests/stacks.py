@@ -34,18 +34,10 @@ def labelled_stack(directory: Path, fleet: str, **options: Any) -> Iterator[Any]
 
 
 def wait_until(predicate: Any, what: str, timeout_s: float = 60, every_s: float = 0.2) -> Any:
-    """``predicate()`` once it is truthy (Kueue, the scheduler and KWOK act asynchronously), else an
-    AssertionError naming ``what``."""
-    import time
+    """``predicate()`` once it is truthy, else an AssertionError naming ``what``."""
+    from topogov_local.processes import wait_until as until
 
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(every_s)
-    raise AssertionError(f"not within {timeout_s:.0f}s: {what} (last: {last!r})")
+    return until(predicate, what, timeout_s, every_s)
 
 
 def hold_queue(stack: Any, queue: str, policy: str = "Hold") -> None:

@@ -306,23 +306,7 @@ def _api_event(
     stack: Any, caller: Any, body: dict[str, Any], query: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """The very event the local API Gateway builds for a signed POST /v1/jobs."""
-    import datetime as dt
-    import uuid
-    from urllib.parse import urlencode
-
-    return stack.api.build_event(
-        method="POST",
-        raw_path="/v1/jobs",
-        raw_query=urlencode(query or {}),
-        header_pairs=[("Content-Type", "application/json"), ("Host", "127.0.0.1")],
-        body=json.dumps(body).encode(),
-        caller=caller,
-        source_ip="127.0.0.1",
-        received=dt.datetime.now(dt.UTC),
-        request_id=str(uuid.uuid4()),
-        extended_request_id=uuid.uuid4().hex[:16],
-        trace_id="Root=1-00000000-000000000000000000000000",
-    )
+    return dict(stack.api.json_post_event(caller, "/v1/jobs", body, query))
 
 
 def _gpu_job(name: str, gpus: int, pods: int, level: str) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import glob
 import json
 import os
@@ -29,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,19 +246,7 @@ def dry_run_event() -> dict[str, Any]:
         "replica_count": 4,
         "required_topology": "layer-3",
     }
-    return gateway.build_event(
-        method="POST",
-        raw_path="/v1/jobs",
-        raw_query="dryRun=true",
-        header_pairs=[("Content-Type", "application/json"), ("Host", "127.0.0.1")],
-        body=json.dumps(body).encode(),
-        caller=caller,
-        source_ip="127.0.0.1",
-        received=dt.datetime.now(dt.UTC),
-        request_id=str(uuid.uuid4()),
-        extended_request_id=uuid.uuid4().hex[:16],
-        trace_id="Root=1-00000000-000000000000000000000000",
-    )
+    return dict(gateway.json_post_event(caller, "/v1/jobs", body, {"dryRun": "true"}))
 
 
 def child(

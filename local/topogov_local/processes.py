@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 _URL = re.compile(r"(https?://[0-9A-Za-z.\-]+:\d+)")
 STOP_GRACE_S = 1.0  # SIGTERM, then SIGKILL (stop_all: every child at once): a stack stops within 2 s
@@ -50,6 +51,25 @@ def _die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
+
+
+def wait_until(
+    predicate: Callable[[], Any],
+    what: str,
+    timeout_s: float = 60,
+    every_s: float = 0.2,
+    error: type[Exception] = AssertionError,
+) -> Any:
+    """``predicate()`` once it is truthy (Kueue, the scheduler and KWOK act asynchronously), else
+    ``error`` naming ``what`` and the last value."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(every_s)
+    raise error(f"not within {timeout_s:.0f}s: {what} (last: {last!r})")
 
 
 def _record(pid: int, argv: Sequence[str]) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from topogov_local.processes import ManagedProcess, free_port, python_module
+from topogov_local.processes import ManagedProcess, free_port, python_module, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account
@@ -548,14 +548,7 @@ def rbac_comparison(
 
 
 def wait_for(predicate: Any, what: str, timeout_s: float = 60, every_s: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(every_s)
-    raise RehearsalError(f"not within {timeout_s:.0f}s: {what} (last: {last!r})")
+    return wait_until(predicate, what, timeout_s, every_s, error=RehearsalError)
 
 
 # --- after cdk destroy -----------------------------------------------------------------------------------

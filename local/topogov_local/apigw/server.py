@@ -167,6 +167,28 @@ class LocalApiGateway:
         found = match_route(self.routes, path)
         return found is not None and method in self.routes[found[0]]
 
+    def json_post_event(
+        self, caller: Caller, path: str, body: Any, query: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """The event this gateway would hand the handler for ``caller``'s signed ``POST path`` of a
+        JSON ``body`` (the benchmarks invoke the handler with it directly, without HTTP)."""
+        import uuid
+        from urllib.parse import urlencode
+
+        return self.build_event(
+            method="POST",
+            raw_path=path,
+            raw_query=urlencode(query or {}),
+            header_pairs=[("Content-Type", "application/json"), ("Host", "127.0.0.1")],
+            body=json.dumps(body).encode(),
+            caller=caller,
+            source_ip="127.0.0.1",
+            received=dt.datetime.now(dt.UTC),
+            request_id=str(uuid.uuid4()),
+            extended_request_id=uuid.uuid4().hex[:16],
+            trace_id="Root=1-00000000-000000000000000000000000",
+        )
+
     def build_event(
         self,
         *,
