@@ -55,6 +55,9 @@ class TopogovStack(Stack):
             self, "ApiUrl", value=self.api.url, description="base URL of the REST API (routes under /v1)"
         )
         CfnOutput(self, "SnapshotBucket", value=self.storage.snapshot_bucket.bucket_name)
+        CfnOutput(self, "LedgerTable", value=self.storage.ledger.table_name, description="one item per job")
+        CfnOutput(self, "CountersTable", value=self.storage.counters.table_name)
+        CfnOutput(self, "IdempotencyTable", value=self.storage.idempotency.table_name)
         CfnOutput(self, "ReconcilerRoleArn", value=self.reconciler.fn.role.role_arn)
         CfnOutput(self, "ApiRoleArn", value=self.api.fn.role.role_arn)
 

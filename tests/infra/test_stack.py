@@ -180,8 +180,21 @@ def test_access_entries_map_each_role_to_its_group(template):
     assert groups == ["topogov:api", "topogov:reconciler"]
 
 
-def test_outputs_include_the_api_url(template):
-    assert "ApiUrl" in template.find_outputs("*")
+def test_outputs_name_the_api_url_the_tables_and_the_bucket(template):
+    """What ``topogov local`` (and an operator) reads from the deployed stack: each output is the
+    name of the resource of its kind, not a copy of it."""
+    outputs = template.find_outputs("*")
+    assert "ApiUrl" in outputs
+    kinds = {
+        "LedgerTable": "AWS::DynamoDB::Table",
+        "CountersTable": "AWS::DynamoDB::Table",
+        "IdempotencyTable": "AWS::DynamoDB::Table",
+        "SnapshotBucket": "AWS::S3::Bucket",
+    }
+    resources = template.to_json()["Resources"]
+    named = {key: outputs[key]["Value"]["Ref"] for key in kinds}
+    assert {key: resources[ref]["Type"] for key, ref in named.items()} == kinds
+    assert len(set(named.values())) == len(kinds)  # three tables, each named once
 
 
 def test_nag_is_clean_with_every_suppression_on_one_resource_with_a_reason(synthesized):
