@@ -28,6 +28,7 @@ import fnmatch
 import io
 import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -35,7 +36,7 @@ import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -58,20 +59,33 @@ class RehearsalError(RuntimeError):
 class Emulator:
     """The moto server of :mod:`topogov_local.moto_server`, IAM enforcement off until :meth:`enforce_iam`."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, port: int = 0, env: Mapping[str, str] | None = None) -> None:
         self.dir = Path(directory)
+        self.port = port
+        self.extra_env = dict(env or {})
         self.proc: ManagedProcess | None = None
         self._clients: dict[str, Any] = {}  # the default credentials' clients, by service
 
-    def start(self) -> Emulator:
+    def process(self) -> ManagedProcess:
+        """The server's process, not started (:meth:`start` starts it)."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        port = free_port()
+        port = self.port or free_port()
         self.proc = ManagedProcess(
             "aws",
             python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(port), "--quiet"),
-            env={"MOTO_EC2_LOAD_DEFAULT_AMIS": "false", "MOTO_PORT": str(port)},
+            env={
+                # moto scans its ~1,300 default AMIs on every RunInstances; nothing here needs one.
+                "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+                "MOTO_PORT": str(port),
+                **self.extra_env,
+            },
             log_path=self.dir / "aws.log",
         )
+        return self.proc
+
+    def start(self) -> Emulator:
+        self.process()
+        assert self.proc is not None
         self.proc.start(timeout_s=120)
         return self
 
@@ -150,21 +164,29 @@ class CdkRun:
 
 
 class Cdk:
-    """The pinned CDK CLI (package.json) with ``AWS_ENDPOINT_URL`` pointing at the emulator."""
+    """The pinned CDK CLI (package.json) with ``AWS_ENDPOINT_URL`` pointing at the emulator at
+    ``aws_url`` (``synth`` alone calls no AWS API)."""
 
-    def __init__(self, emulator: Emulator, out: Path, log: Path) -> None:
+    def __init__(self, aws_url: str, out: Path, log: Path) -> None:
         if not CDK.exists():
             raise RehearsalError("the CDK CLI is missing: run `make install` (npm ci)")
-        self.emulator = emulator
+        self.aws_url = aws_url
         self.out = Path(out)
         self.log = Path(log)
         self.runs: list[CdkRun] = []
+        self.current: subprocess.Popen[str] | None = None  # the run under way, if any
+
+    def cancel(self) -> None:
+        """Kill the run under way (its caller's :meth:`wait` then raises)."""
+        proc = self.current
+        if proc is not None and proc.poll() is None:
+            proc.kill()
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
         env.update(
             {
-                "AWS_ENDPOINT_URL": self.emulator.url,
+                "AWS_ENDPOINT_URL": self.aws_url,
                 "AWS_ACCESS_KEY_ID": "testing",
                 "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_REGION": REGION,
@@ -196,6 +218,7 @@ class Cdk:
         )
         proc.topogov_started = time.monotonic()  # type: ignore[attr-defined]
         proc.topogov_args = list(args)  # type: ignore[attr-defined]
+        self.current = proc
         return proc
 
     def wait(self, proc: subprocess.Popen[str], timeout_s: float = 900) -> CdkRun:
@@ -204,6 +227,9 @@ class Cdk:
         except subprocess.TimeoutExpired:
             proc.kill()
             output, _ = proc.communicate()
+        finally:
+            if self.current is proc:
+                self.current = None
         args = proc.topogov_args  # type: ignore[attr-defined]
         run = CdkRun(args, time.monotonic() - proc.topogov_started, output)  # type: ignore[attr-defined]
         self.runs.append(run)
@@ -244,6 +270,54 @@ class Cdk:
         return self.run("destroy", STACK, "--app", str(self.out), "--force")
 
 
+# Assets CDK bundled, kept between synths: CDK reuses a staged asset whose directory exists in the
+# output (the layer's pip install is the slowest part of a synth). Shared by every synth here.
+ASSET_CACHE = ROOT / ".topogov" / "cdk-assets"
+ASSETS_KEPT = 8  # the newest asset directories kept (a layer, function packages of a few policies)
+
+
+def seed_assets(out: Path) -> None:
+    """Hard-link the assets bundled by earlier synths into ``out`` (before ``cdk synth``)."""
+    if not ASSET_CACHE.is_dir():
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for asset in ASSET_CACHE.glob("asset.*"):
+        target = out / asset.name
+        if not target.exists():
+            try:
+                shutil.copytree(asset, target, copy_function=os.link)
+            except OSError:  # pruned meanwhile by another synth: CDK bundles it again
+                shutil.rmtree(target, ignore_errors=True)
+
+
+def keep_assets(out: Path) -> None:
+    """Keep the bundled assets of ``out``'s manifest for the next synth; of the cache, only the
+    :data:`ASSETS_KEPT` most recently kept stay."""
+    manifest = out / f"{STACK}.assets.json"
+    if not manifest.exists():
+        return
+    wanted = {
+        f["source"]["path"]
+        for f in json.loads(manifest.read_text())["files"].values()
+        if f["source"].get("packaging") == "zip"
+    }
+    ASSET_CACHE.mkdir(parents=True, exist_ok=True)
+    for name in wanted:
+        src, dest = out / name, ASSET_CACHE / name
+        if dest.exists():
+            os.utime(dest)
+        elif src.is_dir():
+            tmp = ASSET_CACHE / f".{name}.tmp-{os.getpid()}"
+            try:
+                shutil.copytree(src, tmp, copy_function=os.link)
+                tmp.rename(dest)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+    cached = sorted(ASSET_CACHE.glob("asset.*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in cached[ASSETS_KEPT:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 # --- the deployed stack -----------------------------------------------------------------------------
 @dataclass
 class StackState:
@@ -277,6 +351,12 @@ def stack_state(cloudformation: Any, name: str = STACK) -> StackState:
     return StackState(stack["StackStatus"], resources, outputs, template)
 
 
+def deployed_routes(apigateway: Any, rest_api_id: str) -> dict[str, list[str]]:
+    """The deployed RestApi's resources and their methods: path -> sorted methods."""
+    items = apigateway.get_resources(restApiId=rest_api_id, embed=["methods"], limit=500)["items"]
+    return {i["path"]: sorted(i["resourceMethods"]) for i in items if i.get("resourceMethods")}
+
+
 # --- a deployed function, run here -------------------------------------------------------------------
 @dataclass
 class FunctionRuntime:
@@ -293,8 +373,14 @@ class FunctionRuntime:
         return f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{self.name}"
 
 
+class Clients(Protocol):
+    """Where the boto3 clients of an emulator come from (:class:`Emulator`, the local stack)."""
+
+    def client(self, service: str) -> Any: ...
+
+
 def function_runtime(
-    emulator: Emulator, state: StackState, logical_id: str, directory: Path
+    emulator: Clients, state: StackState, logical_id: str, directory: Path
 ) -> FunctionRuntime:
     """What Lambda would give the deployed function ``logical_id`` (see the module doc)."""
     lam, iam, s3, sts = (emulator.client(s) for s in ("lambda", "iam", "s3", "sts"))

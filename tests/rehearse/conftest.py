@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 import traceback
 from pathlib import Path
@@ -23,7 +22,6 @@ import pytest
 FULL = os.environ.get("TOPOGOV_REHEARSE") == "full"
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_PATH = ROOT / ".topogov" / "rehearse" / "report.json"
-ASSET_CACHE = ROOT / ".topogov" / "rehearse" / "assets"  # bundled assets kept between runs
 CLUSTER = "rehearse-eks"
 
 
@@ -92,46 +90,6 @@ class _Phases:
 
     def __getitem__(self, name: str) -> Phase:
         return self._lc.until(name)
-
-
-def seed_assets(out: Path) -> None:
-    """Hard-link the assets bundled by an earlier run into ``out``: CDK reuses a staged asset whose
-    directory exists (the layer's pip install is the slowest part of a synth)."""
-    if not ASSET_CACHE.is_dir():
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    for asset in ASSET_CACHE.glob("asset.*"):
-        target = out / asset.name
-        if not target.exists():
-            try:
-                shutil.copytree(asset, target, copy_function=os.link)
-            except OSError:
-                shutil.rmtree(target, ignore_errors=True)
-
-
-def keep_assets(out: Path) -> None:
-    """Keep the assets of ``out``'s manifest for the next run (and only those)."""
-    manifest = out / "Topogov.assets.json"
-    if not manifest.exists():
-        return
-    wanted = {
-        f["source"]["path"]
-        for f in json.loads(manifest.read_text())["files"].values()
-        if f["source"].get("packaging") == "zip"
-    }
-    ASSET_CACHE.mkdir(parents=True, exist_ok=True)
-    for old in ASSET_CACHE.glob("asset.*"):
-        if old.name not in wanted:
-            shutil.rmtree(old, ignore_errors=True)
-    for name in wanted:
-        src, dest = out / name, ASSET_CACHE / name
-        if src.is_dir() and not dest.exists():
-            tmp = ASSET_CACHE / f".{name}.tmp-{os.getpid()}"
-            try:
-                shutil.copytree(src, tmp, copy_function=os.link)
-                tmp.rename(dest)
-            except OSError:
-                shutil.rmtree(tmp, ignore_errors=True)
 
 
 _REPORT: dict[str, Any] = {}

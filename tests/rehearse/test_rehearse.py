@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.rehearse import scenario
-from tests.rehearse.conftest import CLUSTER, FULL, ROOT, Lifecycle, keep_assets, seed_assets
+from tests.rehearse.conftest import CLUSTER, FULL, ROOT, Lifecycle
 from topogov.adapters.tables import COUNTERS, IDEMPOTENCY, LEDGER
 from topogov_local import fleet
 from topogov_local.rehearse import (
@@ -26,10 +26,13 @@ from topogov_local.rehearse import (
     Cdk,
     Emulator,
     audit_events,
+    deployed_routes,
     function_runtime,
+    keep_assets,
     least_privilege,
     rbac_comparison,
     role_grants,
+    seed_assets,
     stack_state,
 )
 
@@ -116,7 +119,7 @@ def life(tmp_path_factory: Any, rehearse_report: dict[str, Any]) -> Any:
     lc = Lifecycle(directory)
     emulator = Emulator(directory / "aws").start()
     cluster = endpoint = None
-    cdk = Cdk(emulator, directory / "cdk.out", directory / "cdk.log")
+    cdk = Cdk(emulator.url, directory / "cdk.out", directory / "cdk.log")
     lc.cdk, lc.emulator = cdk, emulator  # type: ignore[attr-defined]
     cf = emulator.client("cloudformation")
     try:
@@ -159,11 +162,6 @@ def life(tmp_path_factory: Any, rehearse_report: dict[str, Any]) -> Any:
 
 
 # --- phases ----------------------------------------------------------------------------------------
-def _deployed_routes(apigateway: Any, rest_api_id: str) -> dict[str, list[str]]:
-    items = apigateway.get_resources(restApiId=rest_api_id, embed=["methods"], limit=500)["items"]
-    return {i["path"]: sorted(i["resourceMethods"]) for i in items if i.get("resourceMethods")}
-
-
 def _least_privilege(
     lc: Lifecycle, emulator: Emulator, cluster: Any, directory: Path, report: dict[str, Any]
 ) -> Any:
@@ -183,7 +181,7 @@ def _least_privilege(
         reconcile=functions["reconcile"],
         api=functions["api"],
         aws_url=emulator.url,
-        routes=_deployed_routes(emulator.client("apigateway"), rest_api),
+        routes=deployed_routes(emulator.client("apigateway"), rest_api),
         kube=cluster.admin(),
     )
     probes: dict[str, str] = {}
@@ -444,7 +442,7 @@ def test_every_rest_api_method_requires_iam_and_reaches_the_api_function(life: L
     state = life.phases["deploy"].get()
     apigw = life.emulator.client("apigateway")  # type: ignore[attr-defined]
     rest_api = state.physical("AWS::ApiGateway::RestApi")
-    deployed = _deployed_routes(apigw, rest_api)
+    deployed = deployed_routes(apigw, rest_api)
     assert deployed == {path: sorted(methods) for path, methods in routes().items()}
     validator = state.physical("AWS::ApiGateway::RequestValidator")
     api_function = state.resources[state.logical("AWS::Lambda::Function", "Api")][1]
