@@ -60,8 +60,10 @@ def settings_env(args: argparse.Namespace) -> dict[str, str]:
             AWS_SECRET_ACCESS_KEY=env.get("AWS_SECRET_ACCESS_KEY", "testing"),
             AWS_REGION=env.get("AWS_REGION", "us-east-1"),
             TOPOGOV_KUBECONFIG=str(LOCAL_DIR / "kubeconfig"),
-            TOPOGOV_SNAPSHOT_BUCKET="topogov-local-snapshot",
         )
+        bucket = (local.get("outputs") or {}).get("SnapshotBucket")  # the local stack's deployed bucket
+        if bucket:
+            env["TOPOGOV_SNAPSHOT_BUCKET"] = bucket
         os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
     if args.kubeconfig:
         env["TOPOGOV_KUBECONFIG"] = args.kubeconfig

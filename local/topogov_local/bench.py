@@ -325,7 +325,7 @@ def bench_api(sizes: list[int], runs: int, quiet: bool) -> list[dict[str, Any]]:
     from topogov.handlers import api
     from topogov.logic.admission import decide
     from topogov_local.lambda_context import LocalContext
-    from topogov_local.stack import SNAPSHOT_BUCKET, LocalStack, StackOptions
+    from topogov_local.stack import LocalStack, StackOptions
 
     rows: list[dict[str, Any]] = []
     arn = "arn:aws:iam::123456789012:user/topogov-team-a"
@@ -334,7 +334,7 @@ def bench_api(sizes: list[int], runs: int, quiet: bool) -> list[dict[str, Any]]:
         with LocalStack(opts) as stack:
             os.environ.update(stack.env())
             svc = api.service()
-            store = S3SnapshotStore(stack.client("s3"), SNAPSHOT_BUCKET)
+            store = S3SnapshotStore(stack.client("s3"), stack.output("SnapshotBucket"))
             team_a = next(c for c in stack.api.callers.values() if c.arn == arn)
             for n in sizes:
                 store.save(synthetic_snapshot(n))

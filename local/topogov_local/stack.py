@@ -4,6 +4,11 @@ HTTP, seeded with a GPU fleet of KWOK nodes, and the files the README promises i
 ``.topogov/local/``: ``endpoints.json`` (written last: its presence means ready), ``kubeconfig``
 (cluster admin, for kubectl), ``aws-credentials``.
 
+The AWS side is the app itself, deployed to the emulator by the CDK CLI while the cluster starts
+(:mod:`topogov_local.deployment`): the tables and the bucket are the deployed stack's, named by its
+outputs; each function runs with the deployed function's environment and its role's credentials; the
+local API Gateway serves the deployed RestApi's routes and no other.
+
 The labeler and the governor run as ``topogov:reconciler`` and the API as ``topogov:api``, under the
 RBAC and admission policy of ``deploy/rbac.yaml``, as on EKS (``reconciler_kubeconfig``,
 ``api_kubeconfig``)."""
@@ -16,23 +21,25 @@ import os
 import secrets
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
 from topogov.adapters.kube_auth import kubeconfig_api_client
+from topogov.settings import ReconcileSettings
 from topogov_local import fleet as fleetmod
 from topogov_local.cluster.controlplane import ControlPlane
-from topogov_local.processes import ManagedProcess, environ, free_port, python_module, stop_all
+from topogov_local.deployment import CLUSTER, Deployer, Deployment, local_environ
+from topogov_local.processes import ManagedProcess, environ, stop_all
+from topogov_local.rehearse import Emulator
 
-SNAPSHOT_BUCKET = "topogov-local-snapshot"
-LEDGER_TABLE = "topogov-local-ledger"
-COUNTERS_TABLE = "topogov-local-counters"
-IDEMPOTENCY_TABLE = "topogov-local-idempotency"
 REPO_POLICY = Path(__file__).resolve().parents[2] / "teams.yaml"  # local/topogov_local/ -> the repository
 TEAMS = ("team-a", "team-b", "team-c")
 LOCAL_ACCOUNT = "123456789012"  # moto's default account
+# The functions pace DescribeInstanceTopology at EC2's bucket (1/s) unless told otherwise.
+EC2_TOPOLOGY_RATE = ReconcileSettings.model_fields["ec2_rate_per_s"].default
 
 
 @dataclass
@@ -56,6 +63,7 @@ class LocalStack:
         self.options = options or StackOptions()
         self.dir = Path(self.options.directory).resolve()
         self.aws: ManagedProcess | None = None
+        self.deployment: Deployment | None = None
         self.cluster: ControlPlane | None = None
         self.instances: list[dict[str, Any]] = []
         self._kube_http: KubeHttp | None = None
@@ -103,34 +111,45 @@ class LocalStack:
             raise
         self._lock = lock
         self.endpoints_file.unlink(missing_ok=True)
-        aws_port = self.options.aws_port or free_port()
-        self.aws = ManagedProcess(
-            "aws",
-            python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(aws_port)),
+        emulator = Emulator(
+            self.dir,
+            port=self.options.aws_port,
             env={
                 "TOPOGOV_EC2_TOPOLOGY_RATE": str(self.options.ec2_rate),
                 "TOPOGOV_EC2_TOPOLOGY_BURST": str(self.options.ec2_burst),
-                # moto scans its ~1,300 default AMIs on every RunInstances; the fleet needs none.
-                "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
             },
-            log_path=self.dir / "aws.log",
         )
+        self.aws = emulator.process()
         self.cluster = ControlPlane(self.dir / "cluster")
+        # One worker, in order: the assembly (synthesized once per change of the app) and `cdk
+        # bootstrap` while the cluster starts, `cdk deploy` once the cluster is registered, while
+        # the fleet is seeded.
+        work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdk")
+        deployer = Deployer(self, self.dir / "deployment")
         try:
             self.aws.start()
+            prepared = work.submit(deployer.prepare, self.aws_url)
             self.cluster.start()
+            assert self.cluster.pki is not None
+            emulator.register_cluster(CLUSTER, self.cluster.url, self.cluster.pki.ca.read_bytes())
+            deployed = work.submit(deployer.deploy)
             self.kubeconfig.write_text(self.cluster.kubeconfig("admin").read_text())
             self.kubeconfig.chmod(0o600)
             self._write_credentials()
             if seed:
                 self.seed()
+            prepared.result()
+            self.deployment = deployed.result()
             if self.options.api_port is not None:
                 self.start_api()
             self._write_endpoints()
             lock.update(api_url=self.api.url if self.api else None, aws_url=self.aws.url)
         except BaseException:
+            deployer.cancel()
+            work.shutdown(wait=True, cancel_futures=True)
             self.stop()
             raise
+        work.shutdown(wait=False)
         return self
 
     def stop(self) -> None:
@@ -165,33 +184,42 @@ class LocalStack:
         assert self.cluster is not None
         return self.cluster.url
 
+    def output(self, key: str) -> str:
+        """An output of the deployed stack (``LedgerTable``, ``SnapshotBucket``, ``ApiUrl``, ...)."""
+        assert self.deployment is not None
+        return self.deployment.output(key)
+
+    @property
+    def names(self) -> dict[str, str]:
+        """The deployed tables and bucket, by the ``TOPOGOV_*`` variable that names each."""
+        assert self.deployment is not None
+        return self.deployment.names
+
     def env(self) -> dict[str, str]:
-        """Environment for the reconcile handler (and any boto3 client) against this stack."""
-        return {
-            "AWS_ENDPOINT_URL": self.aws_url,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_SESSION_TOKEN": "",
-            "AWS_REGION": self.options.region,
-            "AWS_DEFAULT_REGION": self.options.region,
-            "TOPOGOV_KUBECONFIG": str(self.reconciler_kubeconfig),
-            "TOPOGOV_SNAPSHOT_BUCKET": SNAPSHOT_BUCKET,
-            "TOPOGOV_EC2_RATE_PER_S": str(self.options.ec2_rate),
-            "TOPOGOV_POLICY_FILE": str(self.options.policy_file),
-            "TOPOGOV_LEDGER_TABLE": LEDGER_TABLE,
-            "TOPOGOV_COUNTERS_TABLE": COUNTERS_TABLE,
-            "TOPOGOV_IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
-            "POWERTOOLS_SERVICE_NAME": "topogov",
-            "POWERTOOLS_TRACE_DISABLED": "true",
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
+        """Environment of the reconcile function here (and of any boto3 client against this stack):
+        the deployed function's (:func:`topogov_local.deployment.local_environ`) and the options'."""
+        assert self.deployment is not None and self.cluster is not None
+        env = local_environ(self.deployment.functions["reconcile"], self.aws_url, self.reconciler_kubeconfig)
+        return {**env, **self._option_env()}
 
     def api_env(self) -> dict[str, str]:
-        """Environment for the api handler against this stack: the API's own identity (topogov:api)."""
-        env = {**self.env(), "TOPOGOV_KUBECONFIG": str(self.api_kubeconfig)}
+        """Environment of the api function here: the deployed one's, as ``topogov:api``."""
+        assert self.deployment is not None and self.cluster is not None
+        env = local_environ(self.deployment.functions["api"], self.aws_url, self.api_kubeconfig)
+        env.update(self._option_env())
         if self.options.api_snapshot_ttl_s is not None:
             env["TOPOGOV_SNAPSHOT_TTL_S"] = str(self.options.api_snapshot_ttl_s)
+        return env
+
+    def _option_env(self) -> dict[str, str]:
+        """What the options change from the deployed environment: the rate of the emulated
+        DescribeInstanceTopology bucket when it is not EC2's, a policy file other than the one the
+        functions were deployed with."""
+        env: dict[str, str] = {}
+        if self.options.ec2_rate != EC2_TOPOLOGY_RATE:
+            env["TOPOGOV_EC2_RATE_PER_S"] = str(self.options.ec2_rate)
+        if Path(self.options.policy_file).resolve() != REPO_POLICY:
+            env["TOPOGOV_POLICY_FILE"] = str(self.options.policy_file)
         return env
 
     def session(self) -> Any:
@@ -214,10 +242,7 @@ class LocalStack:
 
     # -- seeding ------------------------------------------------------------------------------
     def seed(self) -> None:
-        from topogov.adapters.tables import create_tables
-
-        self.client("s3").create_bucket(Bucket=SNAPSHOT_BUCKET)
-        create_tables(self.client("dynamodb"), LEDGER_TABLE, COUNTERS_TABLE, IDEMPOTENCY_TABLE)
+        """The fleet: EC2 instances and their nodes (the tables and the bucket are the deployment's)."""
         self.add_instances(fleetmod.parse_fleet(self.options.fleet), settle=False)
         if self.options.extra_nodes:
             kube = self.kube()
@@ -247,6 +272,7 @@ class LocalStack:
         from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
         from topogov_local.lambda_context import LocalContext
 
+        assert self.deployment is not None
         env = self.api_env()
         with environ(env):  # boto3 reads AWS_ENDPOINT_URL from the environment
             api.set_service(build_api_service(ApiSettings.from_env(env)))
@@ -258,7 +284,7 @@ class LocalStack:
             region=self.options.region,
             stage="prod",
             context_factory=lambda: LocalContext(function_name="topogov-api", timeout_s=29),
-            routes=api.routes(),  # the resources and methods the stack deploys, and only those
+            routes=self.deployment.routes,  # the deployed RestApi's resources and methods, only those
         ).start()
 
     def add_instances(
@@ -308,7 +334,12 @@ class LocalStack:
         os.chmod(self.credentials, 0o600)
 
     def _write_endpoints(self) -> None:
-        doc = {"api": self.api.url if self.api else None, "aws": self.aws_url, "kubernetes": self.kube_url}
+        doc = {
+            "api": self.api.url if self.api else None,
+            "aws": self.aws_url,
+            "kubernetes": self.kube_url,
+            "outputs": self.deployment.state.outputs if self.deployment else {},  # the deployed stack's
+        }
         tmp = self.endpoints_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         tmp.replace(self.endpoints_file)

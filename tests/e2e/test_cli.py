@@ -69,7 +69,7 @@ def test_reconcile_command_runs_one_pass(stack, capsys):
             "--kubeconfig",
             str(stack.kubeconfig),
             "--bucket",
-            "topogov-local-snapshot",
+            stack.output("SnapshotBucket"),
             "--ec2-rate",
             "1000",
         ]
@@ -102,6 +102,10 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     assert not [line for line in lines if line.startswith("{")], "a JSON log line in the story"
     assert "(!)" not in text, [line for line in lines if "(!)" in line]
+    # the AWS side is the deployed stack: its tables and bucket, named by its outputs
+    assert "stack Topogov, deployed to the emulator by `cdk deploy`; the functions use:" in text
+    assert re.search(r"^  LedgerTable +Topogov-StorageLedger\w+-\w+$", text, re.M)
+    assert re.search(r"^  SnapshotBucket +topogov-storagesnapshot\w+-\w+$", text, re.M)
     # the labeler
     assert "full pass · nodes 75" in text and "EC2 calls 1" in text
     assert "malformed_provider_id 1" in text
@@ -146,7 +150,7 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
 
 def _governor(stack, *args):
     return main(
-        ["governor", *args, "--kubeconfig", str(stack.kubeconfig), "--bucket", "topogov-local-snapshot"]
+        ["governor", *args, "--kubeconfig", str(stack.kubeconfig), "--bucket", stack.output("SnapshotBucket")]
     )
 
 

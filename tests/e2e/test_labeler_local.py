@@ -203,7 +203,7 @@ def test_9_an_ec2_throttling_storm_is_retried_then_reported_and_the_next_pass_co
 
 
 def test_10_the_snapshot_has_the_tree_and_capacity(stack):
-    obj = stack.client("s3").get_object(Bucket="topogov-local-snapshot", Key="topology/snapshot.json")
+    obj = stack.client("s3").get_object(Bucket=stack.output("SnapshotBucket"), Key="topology/snapshot.json")
     doc = json.loads(obj["Body"].read())
     assert doc["tree"]["depth"] == 4
     gpus = sum(d["allocatable"]["gpu"] for d in doc["tree"]["domains"])

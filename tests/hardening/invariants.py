@@ -43,12 +43,10 @@ def _finished(job: dict[str, Any]) -> bool:
 
 def ledger_vs_cluster(stack: Any) -> dict[str, Any]:
     """Every discrepancy between the ledger, the counters and the Jobs (all empty when consistent)."""
-    from topogov_local.stack import COUNTERS_TABLE, LEDGER_TABLE
-
     policy = load_policy_file(str(stack.options.policy_file))
     ddb = stack.client("dynamodb")
-    records = _scan(ddb, LEDGER_TABLE)
-    counters = {i["team"]["S"]: i for i in _scan(ddb, COUNTERS_TABLE)}
+    records = _scan(ddb, stack.output("LedgerTable"))
+    counters = {i["team"]["S"]: i for i in _scan(ddb, stack.output("CountersTable"))}
     kube = stack.kube()
     out: dict[str, Any] = {
         "lost_jobs": [],  # active record, no Job

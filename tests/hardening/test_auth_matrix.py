@@ -30,7 +30,6 @@ import requests
 
 from topogov_cli.sigv4 import credentials_for_profile, sign
 from topogov_local.apigw import MISSING_AUTHENTICATION_TOKEN, SIGNATURE_MISMATCH
-from topogov_local.stack import LEDGER_TABLE
 
 from .conftest import call
 
@@ -85,7 +84,11 @@ def kube_job(stack: Any, name: str, namespace: str = NAMESPACE) -> dict[str, Any
 def ledger_state(stack: Any, team: str, name: str) -> str | None:
     item = (
         stack.client("dynamodb")
-        .get_item(TableName=LEDGER_TABLE, Key={"team": {"S": team}, "name": {"S": name}}, ConsistentRead=True)
+        .get_item(
+            TableName=stack.output("LedgerTable"),
+            Key={"team": {"S": team}, "name": {"S": name}},
+            ConsistentRead=True,
+        )
         .get("Item")
     )
     return None if item is None else item["state"]["S"]

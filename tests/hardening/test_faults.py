@@ -76,7 +76,7 @@ def labeler(stack, *, timeout_s: float = 30.0, ec2_rate: float = 1000.0, ec2_att
     ec2 = TopologyClient(ec2_client(session, max_attempts=ec2_attempts), Pacer(ec2_rate))
     from topogov.bootstrap import retrying
 
-    store = S3SnapshotStore(retrying(session, "s3"), "topogov-local-snapshot")
+    store = S3SnapshotStore(retrying(session, "s3"), stack.output("SnapshotBucket"))
     return Labeler(KubeNodes(http), ec2, store)
 
 

@@ -21,7 +21,6 @@ from topogov.domain.errors import Refusal
 from topogov.domain.submission import JobRequest
 from topogov_local import events
 from topogov_local.lambda_context import LocalContext
-from topogov_local.stack import COUNTERS_TABLE, LEDGER_TABLE
 
 from .conftest import scale
 from .invariants import consistent, items_lost, ledger_vs_cluster, mislabelled_nodes
@@ -51,6 +50,7 @@ class CapSampler:
 
     def __init__(self, stack) -> None:
         self._ddb = stack.client("dynamodb")
+        self._counters = stack.output("CountersTable")
         self._stop = threading.Event()
         self.largest = 0
         self.samples = 0
@@ -59,7 +59,7 @@ class CapSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             item = self._ddb.get_item(
-                TableName=COUNTERS_TABLE, Key={"team": {"S": "team-c"}}, ConsistentRead=True
+                TableName=self._counters, Key={"team": {"S": "team-c"}}, ConsistentRead=True
             ).get("Item", {})
             self.largest = max(self.largest, int(item.get("gpu", {"N": "0"})["N"]))
             self.samples += 1
@@ -98,7 +98,9 @@ def test_parallel_submissions_never_pass_the_cap(stack, report):
 
     with CapSampler(stack) as sampler, cf.ThreadPoolExecutor(max_workers=len(containers)) as pool:
         list(pool.map(submit, range(n)))
-    usage = DynamoLedger(stack.client("dynamodb"), LEDGER_TABLE, COUNTERS_TABLE).usage("team-c").gpu
+    tables = stack.output("LedgerTable"), stack.output("CountersTable")
+    ledger = DynamoLedger(stack.client("dynamodb"), *tables)
+    usage = ledger.usage("team-c").gpu
     overshoot = max(0, max(sampler.largest, usage) - CAP_GPU)
     found = ledger_vs_cluster(stack)
     report.add("races", runs=1, submissions=n, accepted=outcomes.get("accepted", 0))

@@ -57,6 +57,13 @@ def _functions_log(stack: Any) -> str:
     return str(path)
 
 
+def deployed_lines(stack: Any) -> str:
+    """What ``cdk deploy`` made and the functions use: the stack's outputs that name its resources."""
+    keys = ("LedgerTable", "CountersTable", "IdempotencyTable", "SnapshotBucket")
+    rows = [f"  {key:<17} {stack.output(key)}" for key in keys]
+    return "\n".join(["stack Topogov, deployed to the emulator by `cdk deploy`; the functions use:", *rows])
+
+
 def run(args: argparse.Namespace) -> int:
     from topogov_local import events, fleet
     from topogov_local.stack import LocalStack, StackOptions
@@ -79,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO")  # read when the Logger is created
-    print("Starting the local stack (EC2 + S3 on moto, etcd, Kubernetes, Kueue, KWOK) ...", flush=True)
+    starting = "Starting the local stack (moto + `cdk deploy` of the app, etcd, Kubernetes, Kueue, KWOK) ..."
+    print(starting, flush=True)
     stack = LocalStack(options)
     try:
         stack.start()
@@ -90,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         endpoints = json.loads(stack.endpoints_file.read_text())
         print(f"ready: API {endpoints.get('api')} · Kubernetes {endpoints.get('kubernetes')}", flush=True)
         print(f"kubectl: export KUBECONFIG={shown(stack.kubeconfig)}", flush=True)
+        print(deployed_lines(stack), flush=True)
         print(f"the functions' logs: {shown(log)}", flush=True)
         if args.no_walkthrough:
             print(summary_line(invoke(events.scheduled_event())), flush=True)

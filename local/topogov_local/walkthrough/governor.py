@@ -41,4 +41,4 @@ def local_flags(stack: Any) -> list[str]:
 
     if stack.dir == LOCAL_DIR.resolve():
         return []
-    return ["--kubeconfig", str(stack.kubeconfig), "--bucket", "topogov-local-snapshot"]
+    return ["--kubeconfig", str(stack.kubeconfig), "--bucket", stack.output("SnapshotBucket")]

@@ -1,0 +1,215 @@
+"""The local stack's AWS side as the platform team's ``cdk deploy`` makes it.
+
+Every local stack (``topogov local``, the end-to-end and hardening suites, the benchmarks) deploys the
+app to its own moto server with the real CDK CLI — ``cdk bootstrap``, then ``cdk deploy`` of a cloud
+assembly synthesized once for each state of what the template is made of (:func:`assembly`) — and
+then takes from the deployed stack, read back through the services' APIs, what it is wired with:
+
+* the names of the tables and the bucket: the stack's outputs (``LedgerTable``, ``CountersTable``,
+  ``IdempotencyTable``, ``SnapshotBucket``);
+* each function's environment: its ``Environment.Variables`` as Lambda answers ``GetFunction``, its
+  code package unpacked as ``/var/task`` (the team policy is read from there), credentials of its own
+  role (:func:`topogov_local.rehearse.function_runtime`);
+* the routes the local API Gateway serves: the RestApi's resources and methods — a route the
+  infrastructure lacks is a 403 locally, as in AWS.
+
+Nothing of that is written down a second time here. What a local function gets that the deployed one
+does not is :func:`local_environ`, each entry with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from topogov_local.rehearse import (
+    ACCOUNT,
+    REGION,
+    ROOT,
+    STACK,
+    Cdk,
+    Clients,
+    FunctionRuntime,
+    StackState,
+    deployed_routes,
+    function_runtime,
+    keep_assets,
+    lambda_environ,
+    seed_assets,
+    stack_state,
+)
+
+CLUSTER = "topogov-local"  # the EKS cluster the local stack is deployed for (registered in moto's EKS)
+CONTEXT = {"clusterName": CLUSTER, "account": ACCOUNT, "region": REGION}
+ASSEMBLIES = ROOT / ".topogov" / "assembly"
+ASSEMBLIES_KEPT = 3
+# What the template is made of: the CDK app, the function code and policy it packages, the pins of
+# the layer and of the CDK libraries and CLI.
+INPUTS = ("app.py", "cdk.json", "teams.yaml", "package-lock.json", "requirements", "infra", "lambdas/topogov")
+FUNCTIONS = {"reconcile": "Reconciler", "api": "Api"}  # key -> logical id prefix of the function
+OUTPUT_OF = {  # TOPOGOV_* variable -> the stack output that names the resource
+    "TOPOGOV_LEDGER_TABLE": "LedgerTable",
+    "TOPOGOV_COUNTERS_TABLE": "CountersTable",
+    "TOPOGOV_IDEMPOTENCY_TABLE": "IdempotencyTable",
+    "TOPOGOV_SNAPSHOT_BUCKET": "SnapshotBucket",
+}
+
+
+class DeploymentError(RuntimeError):
+    pass
+
+
+def inputs_digest(context: Mapping[str, str] = CONTEXT, root: Path = ROOT) -> str:
+    """A digest of every file the template is made of, and the context it is synthesized with."""
+    h = hashlib.sha256(json.dumps(dict(context), sort_keys=True).encode())
+    for name in INPUTS:
+        path = root / name
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for f in files:
+            if not f.is_file() or "__pycache__" in f.parts or f.suffix == ".pyc":
+                continue
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def assembly(context: Mapping[str, str] = CONTEXT, log: Path | None = None) -> Path:
+    """The cloud assembly of the app (``cdk synth``), made once per :func:`inputs_digest` and kept in
+    ``.topogov/assembly/<digest>``; concurrent callers wait for the one that synthesizes."""
+    key = inputs_digest(context)
+    target = ASSEMBLIES / key
+    if (target / "manifest.json").exists():
+        return target
+    with _locked(ASSEMBLIES / ".lock"):
+        if (target / "manifest.json").exists():
+            return target
+        tmp = ASSEMBLIES / f".{key}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        seed_assets(tmp)
+        cdk = Cdk("http://127.0.0.1:9", tmp, log or ASSEMBLIES / f"{key}.log")  # synth calls no AWS API
+        cdk.wait(cdk.synth(context))
+        keep_assets(tmp)
+        tmp.rename(target)
+        kept = sorted(
+            (p for p in ASSEMBLIES.iterdir() if p.is_dir() and not p.name.startswith(".")),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        for old in kept[ASSEMBLIES_KEPT:]:
+            shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+@dataclass
+class Deployment:
+    """The deployed stack as the local stack uses it."""
+
+    state: StackState
+    functions: dict[str, FunctionRuntime]  # "reconcile", "api"
+    routes: dict[str, list[str]]  # path -> methods, of the deployed RestApi
+
+    def output(self, key: str) -> str:
+        try:
+            return self.state.outputs[key]
+        except KeyError:
+            raise DeploymentError(f"the deployed stack has no output {key!r}") from None
+
+    @property
+    def names(self) -> dict[str, str]:
+        """The tables and the bucket, by the ``TOPOGOV_*`` variable that names each."""
+        return {var: self.output(key) for var, key in OUTPUT_OF.items()}
+
+
+class Deployer:
+    """The deployment of one local stack, in two steps a worker thread runs while the stack starts:
+    :meth:`prepare` (the assembly, ``cdk bootstrap``) and :meth:`deploy` (``cdk deploy``, once the
+    EKS cluster :data:`CLUSTER` is registered: the access entries name it)."""
+
+    def __init__(self, clients: Clients, directory: Path) -> None:
+        self.clients = clients
+        self.dir = Path(directory)
+        self.cdk: Cdk | None = None
+        self._cancelled = False
+
+    def prepare(self, aws_url: str) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        built = assembly(log=self.dir / "synth.log")
+        if self._cancelled:
+            raise DeploymentError("cancelled")
+        self.cdk = Cdk(aws_url, built, self.dir / "cdk.log")
+        self.cdk.bootstrap()
+
+    def deploy(self) -> Deployment:
+        if self.cdk is None or self._cancelled:
+            raise DeploymentError("not prepared" if self.cdk is None else "cancelled")
+        self.cdk.deploy_assembly()
+        return read_deployment(self.clients, self.dir)
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        if self.cdk is not None:
+            self.cdk.cancel()
+
+
+def read_deployment(clients: Clients, directory: Path) -> Deployment:
+    """The deployed stack :data:`STACK`: its state, what each function runs with, its routes."""
+    state = stack_state(clients.client("cloudformation"), STACK)
+    if state.status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        log = directory / "cdk.log"
+        raise DeploymentError(f"stack {STACK} is {state.status} after cdk deploy (see {log})")
+    functions = {
+        key: function_runtime(
+            clients, state, state.logical("AWS::Lambda::Function", prefix), directory / "functions"
+        )
+        for key, prefix in FUNCTIONS.items()
+    }
+    routes = deployed_routes(clients.client("apigateway"), state.physical("AWS::ApiGateway::RestApi"))
+    deployment = Deployment(state, functions, routes)
+    for fn in functions.values():  # the outputs and the functions name the same resources
+        for var, name in deployment.names.items():
+            if var in fn.environment and fn.environment[var] != name:
+                got = fn.environment[var]
+                raise DeploymentError(f"{fn.name}: {var}={got}, the stack's output says {name}")
+    return deployment
+
+
+def local_environ(fn: FunctionRuntime, aws_url: str, kubeconfig: Path) -> dict[str, str]:
+    """The environment the deployed function ``fn`` runs with in the local stack: its own, and what
+    Lambda adds (region, its role's credentials, function name, task root), except for these:
+
+    * ``AWS_ENDPOINT_URL``: the emulator;
+    * ``TOPOGOV_KUBECONFIG`` instead of ``TOPOGOV_CLUSTER_NAME``: the local cluster, as the identity
+      the function's access entry maps it to (``topogov:reconciler``, ``topogov:api``) by a token of
+      that identity. The EKS path (``eks:DescribeCluster``, a presigned STS token, the access entries)
+      is the rehearsal's (``make rehearse``);
+    * Powertools' tracing and metrics off: no X-Ray daemon and no CloudWatch here.
+
+    The log level stays the deployed one (``topogov local`` writes the functions' logs to a file, as
+    CloudWatch Logs would keep them).
+    """
+    env = {
+        **lambda_environ(fn, aws_url),
+        "TOPOGOV_KUBECONFIG": str(kubeconfig),
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
+    if "POWERTOOLS_LOG_LEVEL" in fn.environment:
+        env["POWERTOOLS_LOG_LEVEL"] = fn.environment["POWERTOOLS_LOG_LEVEL"]
+    env.pop("TOPOGOV_CLUSTER_NAME", None)
+    return env
