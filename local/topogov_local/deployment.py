@@ -90,6 +90,11 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def assembled(context: Mapping[str, str] = CONTEXT) -> bool:
+    """Whether :func:`assembly` has the app synthesized already for the sources as they are."""
+    return (ASSEMBLIES / inputs_digest(context) / "manifest.json").exists()
+
+
 def assembly(context: Mapping[str, str] = CONTEXT, log: Path | None = None) -> Path:
     """The cloud assembly of the app (``cdk synth``), made once per :func:`inputs_digest` and kept in
     ``.topogov/assembly/<digest>``; concurrent callers wait for the one that synthesizes."""

@@ -66,6 +66,7 @@ def deployed_lines(stack: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from topogov_local import events, fleet
+    from topogov_local.deployment import assembled
     from topogov_local.stack import LocalStack, StackOptions
     from topogov_local.walkthrough.labeler import invoke
 
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO")  # read when the Logger is created
     starting = "Starting the local stack (moto + `cdk deploy` of the app, etcd, Kubernetes, Kueue, KWOK) ..."
     print(starting, flush=True)
+    if not assembled():
+        print("(the app is new or changed here: `cdk synth` first, 20 s to a minute)", flush=True)
     stack = LocalStack(options)
     try:
         stack.start()
