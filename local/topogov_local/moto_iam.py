@@ -27,6 +27,13 @@ reference/reference_policies_actions-resources-contextkeys.html):
 Every evaluation is recorded — principal (the assumed-role ARN), action, resource, allowed or not —
 in :data:`DECISIONS`: ``GET /_topogov/iam/decisions`` lists them, ``DELETE`` clears them.
 
+Besides moto's switch for every request, enforcement can be on for **temporary credentials only**
+(``POST /_topogov/iam/enforce-sessions`` ``on``/``off``): a request signed with an ``ASIA…`` key — the
+prefix AWS gives temporary security credentials, here the sessions of ``sts:AssumeRole`` — is judged
+and recorded, any other passes as before. The local stack's functions run with sessions of their
+deployed roles (``topogov_local.deployment``), so every AWS call they make in every suite is judged
+against those roles, while the tests' own set-up and checks keep moto's default account.
+
 EKS's authenticator sends the presigned ``sts:GetCallerIdentity`` URL of a ``k8s-aws-v1.`` token to
 STS; ``POST /_topogov/sts/presigned-caller-identity`` ``{"url", "headers"}`` is that call: the SigV4
 query signature recomputed with the key's secret, ``X-Amz-Expires`` honoured, the session token
@@ -42,11 +49,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 CONTROL_DECISIONS = "/_topogov/iam/decisions"
+CONTROL_SESSIONS = "/_topogov/iam/enforce-sessions"
+TEMPORARY_KEY_PREFIX = "ASIA"  # IAM User Guide, reference_identifiers.html#identifiers-unique-ids
 CONTROL_PRESIGNED = "/_topogov/sts/presigned-caller-identity"
 
 DECISIONS: list[dict[str, Any]] = []
 _lock = threading.Lock()
 _installed = False
+_enforce_sessions = False
 
 _TRANSACT_WRITE = {
     "Put": "PutItem",
@@ -286,16 +296,41 @@ def json_access_denied(principal: str, action: str, resource: str, status: int) 
     return error
 
 
+def signing_key(headers: Any) -> str:
+    """The access key id a SigV4 ``Authorization`` header names (``""`` without one)."""
+    auth = str(headers.get("Authorization") or "")
+    start = auth.find("Credential=")
+    return auth[start + len("Credential=") :].split("/", 1)[0] if start >= 0 else ""
+
+
+def enforced(self: Any) -> bool:
+    """Whether this request is judged: moto's switch (``INITIAL_NO_AUTH_ACTION_COUNT`` reached), or
+    session enforcement on and the request signed with temporary credentials."""
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    if ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT:
+        return True
+    return _enforce_sessions and signing_key(self.headers).startswith(TEMPORARY_KEY_PREFIX)
+
+
+def _pass(self: Any) -> bool:
+    """True (and counted, as moto counts) when the request is not judged."""
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    if enforced(self):
+        return False
+    ActionAuthenticatorMixin.request_count += 1
+    return True
+
+
 def _authorize_all(self: Any, checks: list[tuple[str, str]], denied_status: int = 400) -> None:
     """moto's ``_authenticate_and_authorize_action`` for several (action, resource) pairs; a refusal
     as :func:`json_access_denied`."""
-    from moto import settings
-    from moto.core.authorization import ActionAuthenticatorMixin
     from moto.core.exceptions import AccessDeniedError
     from moto.iam.access_control import IAMRequest
 
-    if ActionAuthenticatorMixin.request_count < settings.INITIAL_NO_AUTH_ACTION_COUNT:
-        ActionAuthenticatorMixin.request_count += 1
+    if _pass(self):
         return
     path = self.raw_path
     query = urlsplit(self.uri).query
@@ -330,6 +365,30 @@ def install() -> None:
     from moto.eks.responses import EKSResponse
     from moto.iam.access_control import IAMRequestBase
     from moto.s3.responses import S3Response
+
+    def authorize_action(self: Any, iam_request_cls: type, resource: str = "*") -> None:
+        """moto's own, with :func:`enforced` deciding whether the request is judged."""
+        if _pass(self):
+            return
+        if self.headers.get("X-Amz-Target") in ActionAuthenticatorMixin.PUBLIC_OPERATIONS:
+            return
+        path = self.raw_path
+        query = urlsplit(self.uri).query
+        if query:
+            path += "?" + query
+        request = iam_request_cls(
+            account_id=self.current_account,
+            method=self.method,
+            path=path,
+            data=self.data,
+            body=self.raw_body,
+            headers=self.headers,
+            action=self._get_action(),
+        )
+        request.check_signature()
+        request.check_action_permitted(resource)
+
+    ActionAuthenticatorMixin._authenticate_and_authorize_action = authorize_action  # type: ignore[method-assign]
 
     original_check = IAMRequestBase.check_action_permitted
 
@@ -385,15 +444,9 @@ def install() -> None:
     original_s3 = ActionAuthenticatorMixin._authenticate_and_authorize_s3_action
 
     def s3_authorize(self: Any, bucket_name: str | None = None, key_name: str | None = None) -> None:
+        judged = enforced(self)
         original_s3(self, bucket_name=bucket_name, key_name=key_name)
-        from moto import settings
-
-        if (
-            key_name
-            and bucket_name
-            and self.data.get("Action") == "GetObject"
-            and ActionAuthenticatorMixin.request_count >= settings.INITIAL_NO_AUTH_ACTION_COUNT
-        ):
+        if key_name and bucket_name and self.data.get("Action") == "GetObject" and judged:
             try:
                 missing = self.backend.get_object(bucket_name, key_name) is None
             except Exception:
@@ -430,6 +483,13 @@ def install() -> None:
 
 
 def handle_control_request(method: str, path: str, body: bytes) -> tuple[int, Any]:
+    global _enforce_sessions
+    if path == CONTROL_SESSIONS:
+        if method == "POST" and body.strip() in (b"on", b"off"):
+            _enforce_sessions = body.strip() == b"on"
+        elif method != "GET":
+            return 400, {"message": "POST on or off"}
+        return 200, {"enforceSessions": _enforce_sessions}
     if path == CONTROL_DECISIONS:
         if method == "GET":
             return 200, decisions_payload()

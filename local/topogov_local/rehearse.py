@@ -115,6 +115,11 @@ class Emulator:
         served: 0 is at once, infinity never."""
         self.control("POST", "/moto-api/reset-auth", raw=b"0" if on else b"inf")
 
+    def enforce_sessions(self, on: bool) -> None:
+        """Judge every request signed with temporary credentials (the functions' role sessions)
+        against their policies, whatever :meth:`enforce_iam` says (:mod:`topogov_local.moto_iam`)."""
+        self.control("POST", "/_topogov/iam/enforce-sessions", raw=b"on" if on else b"off")
+
     def decisions(self) -> list[dict[str, Any]]:
         return list(self.control("GET", "/_topogov/iam/decisions")["decisions"])
 
