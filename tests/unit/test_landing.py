@@ -176,6 +176,14 @@ def workload(*conditions: dict) -> dict:
         (job(False, active=4, ready=1), None, ("Running", None)),
         (job(False, active=2), None, ("Running", None)),  # a status without `ready`
         (job(False), None, ("Admitted", None)),
+        # every pod done, the Job not Complete yet (it waits for the pods to terminate): still Running
+        (job(False, active=0, ready=0, succeeded=4), None, ("Running", None)),
+        (
+            job(False, ready=0, succeeded=4, conditions=[{"type": "SuccessCriteriaMet", "status": "True"}]),
+            None,
+            ("Running", None),
+        ),
+        (job(False, active=0, ready=0, failed=1), None, ("Running", None)),
         (job(False, conditions=[{"type": "Complete", "status": "True"}]), None, ("Succeeded", None)),
         (job(False, conditions=[{"type": "Failed", "status": "True"}]), None, ("Failed", None)),
     ],

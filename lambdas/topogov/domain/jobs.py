@@ -360,7 +360,11 @@ def job_status(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> t
         # binds them, the kubelet starts them. ``ready`` is the Job's count of Ready pods (batch/v1,
         # GA in Kubernetes 1.29); a Job status without it counts active pods instead.
         running = status.get("ready") if "ready" in status else status.get("active")
-        return ("Running" if running else "Admitted"), None
+        # Pods that ended while the Job has no Complete/Failed condition yet: the Job controller
+        # writes it once every pod has terminated (SuccessCriteriaMet or FailureTarget first,
+        # Kubernetes >= 1.31, "Job termination and cleanup"). It ran: still Running, not Admitted again.
+        ended = status.get("succeeded") or status.get("failed")
+        return ("Running" if running or ended else "Admitted"), None
     if workload is None:
         return "Pending", "waiting for Kueue to create a Workload for the Job"
     conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
