@@ -49,3 +49,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if left:
         print("\nprocesses the tests started and left running (killed now):", *left, sep="\n  ")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_aws_call_of_a_local_function_is_allowed_by_its_deployed_role():
+    """Least privilege, observed in every suite: a local stack's functions call AWS with sessions of
+    their deployed roles, judged against those roles' policies and the real resource ARNs
+    (topogov_local.moto_iam); a module whose stacks saw a call refused fails, naming each call."""
+    stack = sys.modules.get("topogov_local.stack")
+    before = len(stack.IAM_DENIED) if stack else 0
+    yield
+    stack = sys.modules.get("topogov_local.stack")
+    denied = stack.IAM_DENIED[before:] if stack else []
+    assert not denied, "calls the deployed roles refused:\n" + "\n".join(
+        f"  {d['principal']}: {d['action']} on {d['resource']}" for d in denied
+    )

@@ -58,12 +58,48 @@ class StackOptions:
     api_snapshot_ttl_s: float | None = None  # TOPOGOV_SNAPSHOT_TTL_S of the API (None: the default)
 
 
+# Every call of a local function its deployed role refused, over the stacks of this process (the
+# test suites check it stays empty).
+IAM_DENIED: list[dict[str, Any]] = []
+
+
+@dataclass
+class IamRecord:
+    """The functions' AWS calls as IAM judged them: calls per (principal, action), the refusals."""
+
+    calls: dict[str, dict[str, int]]  # principal -> action -> allowed calls
+    denied: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, decisions: list[dict[str, Any]], principals: set[str]) -> IamRecord:
+        calls: dict[str, dict[str, int]] = {}
+        denied = []
+        for d in decisions:
+            if d["principal"] not in principals:
+                continue
+            if d["allowed"]:
+                per = calls.setdefault(d["principal"], {})
+                per[d["action"]] = per.get(d["action"], 0) + 1
+            else:
+                denied.append(d)
+        return cls(calls, denied)
+
+    @property
+    def allowed(self) -> int:
+        return sum(n for per in self.calls.values() for n in per.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"allowed": self.allowed, "calls": self.calls, "denied": self.denied}
+
+
 class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
         self.dir = Path(self.options.directory).resolve()
         self.aws: ManagedProcess | None = None
+        self.emulator: Emulator | None = None
         self.deployment: Deployment | None = None
+        self.iam: IamRecord | None = None  # what the functions' calls were judged, once stopped
         self.cluster: ControlPlane | None = None
         self.instances: list[dict[str, Any]] = []
         self._kube_http: KubeHttp | None = None
@@ -120,6 +156,7 @@ class LocalStack:
             },
         )
         self.aws = emulator.process()
+        self.emulator = emulator
         self.cluster = ControlPlane(self.dir / "cluster")
         # One worker, in order: the assembly (synthesized once per change of the app) and `cdk
         # bootstrap` while the cluster starts, `cdk deploy` once the cluster is registered, while
@@ -140,6 +177,8 @@ class LocalStack:
                 self.seed()
             prepared.result()
             self.deployment = deployed.result()
+            # From here on every call signed by a function's role session is judged against the role.
+            emulator.enforce_sessions(True)
             if self.options.api_port is not None:
                 self.start_api()
             self._write_endpoints()
@@ -159,6 +198,7 @@ class LocalStack:
         if self.api is not None:
             self.api.stop()
             self.api = None
+        self._keep_iam_record()
         # the cluster's servers and the AWS emulator together, in one grace period
         stop_all([*(reversed(self.cluster.procs) if self.cluster else ()), *([self.aws] if self.aws else [])])
         if self.cluster is not None:
@@ -166,6 +206,25 @@ class LocalStack:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    def iam_record(self) -> IamRecord:
+        """The functions' AWS calls so far, as IAM judged them against their deployed roles."""
+        assert self.emulator is not None and self.deployment is not None
+        principals = {fn.principal for fn in self.deployment.functions.values()}
+        return IamRecord.of(self.emulator.decisions(), principals)
+
+    def _keep_iam_record(self) -> None:
+        """The IAM decisions on the functions' calls, kept (``self.iam``, ``iam.json``) and added
+        to :data:`IAM_DENIED` before the emulator goes."""
+        proc = self.aws.proc if self.aws is not None else None
+        if self.emulator is None or self.deployment is None or proc is None or proc.poll() is not None:
+            return
+        try:
+            self.iam = self.iam_record()
+        except OSError:
+            return
+        IAM_DENIED.extend(self.iam.denied)
+        (self.dir / "iam.json").write_text(json.dumps(self.iam.to_json(), indent=2) + "\n", encoding="utf-8")
 
     def __enter__(self) -> LocalStack:
         return self.start()

@@ -143,6 +143,12 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     # the in-flight cap holds under a burst
     burst = re.search(r"-> (\d+) x 201, (\d+) x 429; in flight 0 -> (\d+) of 256 GPUs", text)
     assert burst and int(burst[2]) > 0 and int(burst[3]) <= 256
+    # least privilege: both functions called AWS under their deployed roles, and IAM allowed each call
+    assert re.search(r"^  the api function, role Topogov-ApiHandlerRole\w+-\w+: [1-9]\d* calls$", text, re.M)
+    assert re.search(r"^    ec2:DescribeInstanceTopology +[1-9]\d*$", text, re.M)
+    assert re.search(r"^  -> [1-9]\d* allowed, 0 refused$", text, re.M)
+    iam = json.loads((local / "iam.json").read_text())  # kept when the stack stopped
+    assert iam["denied"] == [] and iam["allowed"] > 0
     assert (local / "logs" / "functions.log").read_text().startswith("{")
     assert (local / "kubeconfig").exists() and (local / "aws-credentials").exists()
     assert not (local / "endpoints.json").exists()  # removed on exit

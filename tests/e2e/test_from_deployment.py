@@ -179,3 +179,31 @@ def test_endpoints_json_carries_the_deployed_stacks_outputs(stack):
     doc = json.loads(stack.endpoints_file.read_text())
     assert doc["outputs"] == _outputs(stack)
     assert doc["aws"] == stack.aws_url
+
+
+def test_a_call_outside_a_functions_role_is_refused_and_recorded(stack):
+    """The functions' sessions are judged against their roles (the suites' check that no call of
+    theirs was refused relies on it): the API's role may not write the snapshot nor call EC2."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    env = stack.api_env()
+    session = boto3.session.Session(
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=env["AWS_SESSION_TOKEN"],
+        region_name="us-east-1",
+    )
+    with pytest.raises(ClientError) as put:
+        session.client("s3", endpoint_url=stack.aws_url).put_object(
+            Bucket=env["TOPOGOV_SNAPSHOT_BUCKET"], Key="topology/snapshot.json", Body=b"{}"
+        )
+    assert put.value.response["Error"]["Code"] == "AccessDenied"
+    with pytest.raises(ClientError) as ec2:
+        session.client("ec2", endpoint_url=stack.aws_url).describe_instance_topology()
+    assert ec2.value.response["Error"]["Code"] in ("AccessDenied", "UnauthorizedOperation")
+    refused = [(d["action"], d["allowed"]) for d in stack.emulator.decisions() if not d["allowed"]]
+    assert refused == [("s3:PutObject", False), ("ec2:DescribeInstanceTopology", False)]
+    # The same calls with the tests' own credentials pass: only the functions' sessions are judged.
+    stack.client("ec2").describe_instance_topology()
+    stack.emulator.clear_decisions()  # these refusals were the point, not a finding

@@ -34,8 +34,11 @@ def governance(stack):
     """One API "container", as the api function's role: topogov:api under deploy/rbac.yaml."""
     from topogov.bootstrap import build_api_service
     from topogov.settings import ApiSettings
+    from topogov_local.processes import environ
 
-    return build_api_service(ApiSettings.from_env({**os.environ, **stack.api_env()}))
+    env = stack.api_env()
+    with environ(env):  # boto3 takes the credentials (the api role's session) from the environment
+        return build_api_service(ApiSettings.from_env({**os.environ, **env}))
 
 
 def request(name: str, gpus: int = 8, command: list[str] | None = None) -> JobRequest:

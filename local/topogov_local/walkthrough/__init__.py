@@ -33,6 +33,19 @@ def walkthrough(stack: Any) -> None:
     n = jobs(c, 9)  # 9-13
     ledger(c, n)
     burst(c, n + 1)
+    least_privilege(c, n + 2)
+
+
+def least_privilege(c: Console, n_step: int) -> None:
+    """What the functions did in AWS during the walkthrough, as IAM judged it."""
+    record = c.stack.iam_record()
+    c.step(n_step, "Least privilege, observed: the functions' AWS calls, judged against their deployed roles")
+    for key, fn in sorted(c.stack.deployment.functions.items()):
+        calls = record.calls.get(fn.principal, {})
+        c.say(f"  the {key} function, role {fn.role_arn.rsplit('/', 1)[-1]}: {sum(calls.values())} calls")
+        for action, count in sorted(calls.items()):
+            c.say(f"    {action:<36} {count:>6}")
+    c.say(f"  -> {record.allowed} allowed, {len(record.denied)} refused")
 
 
 class Stopped(BaseException):
