@@ -44,7 +44,7 @@ def build_labeler(settings: ReconcileSettings, session: Any | None = None, api_c
         ec2_client(session, max_attempts=settings.ec2_max_attempts), Pacer(settings.ec2_rate_per_s)
     )
     store = S3SnapshotStore(retrying(session, "s3"), settings.snapshot_bucket, settings.snapshot_key)
-    return Labeler(nodes, ec2, store)
+    return Labeler(nodes, ec2, store, patch_concurrency=settings.patch_concurrency)
 
 
 def build_api_service(settings: ApiSettings | None = None, session: Any | None = None) -> Any:

@@ -99,6 +99,7 @@ class ReconcileSettings(_Settings):
         15.0, ge=0, description="stop asking/patching this long before the timeout"
     )
     page_size: int = Field(500, ge=1, le=5000, description="nodes per list page")
+    patch_concurrency: int = Field(8, ge=1, le=32, description="node label PATCHes in flight at once")
     region: str | None = None
     # The ledger sync (release the charges of finished or vanished jobs) runs when all three are set.
     policy_file: str | None = None

@@ -238,3 +238,56 @@ def test_the_snapshot_is_written_only_when_its_content_changed():
     assert not lab.run(PassOptions()).snapshot_written
     nodes.objs["n1"]["status"]["allocatable"]["nvidia.com/gpu"] = "4"  # capacity does
     assert lab.run(PassOptions()).snapshot_written and store.saves == 2
+
+
+class SlowNodes(FakeNodes):
+    """PATCHes that take a while, counting how many are in flight at once."""
+
+    def __init__(self, objs, **kw):
+        super().__init__(objs, **kw)
+        import threading
+
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    def patch_labels(self, name, patch):
+        import time
+
+        with self._lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        time.sleep(0.01)
+        try:
+            with self._lock:
+                return super().patch_labels(name, patch)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+def test_patches_run_concurrently_up_to_the_setting_and_each_outcome_is_its_nodes():
+    nodes = [node(f"n{i}", iid(i)) for i in range(24)]
+    fake = SlowNodes(nodes, fail={"n5"}, gone={"n7"})
+    labeler = Labeler(fake, FakeEc2({iid(i): topo(i) for i in range(24)}), FakeStore(), patch_concurrency=4)
+    s = labeler.run(PassOptions())
+    assert 1 < fake.most_in_flight <= 4
+    assert (s.patched, s.failed, s.skipped.get("node_gone")) == (22, 1, 1)
+    assert [f["node"] for f in s.failures] == ["n5"]
+    assert fake.objs["n3"]["metadata"]["labels"][layer_label(1)] == topo(3).network_nodes[0]
+    assert layer_label(1) not in fake.objs["n5"]["metadata"]["labels"]  # its PATCH failed
+    # the snapshot's view of a node is its labels after its own PATCH
+    nodes_in_snapshot = labeler.last_snapshot.nodes
+    assert "n7" not in nodes_in_snapshot and nodes_in_snapshot["n3"].path == topo(3).network_nodes
+
+
+def test_patches_whose_turn_comes_after_the_deadline_are_left_for_the_next_pass():
+    ticks = iter([0.0] * 8 + [100.0] * 1000)  # the clock passes the deadline after a few reads
+    nodes = [node(f"n{i}", iid(i)) for i in range(12)]
+    labeler = Labeler(
+        FakeNodes(nodes), FakeEc2({iid(i): topo(i) for i in range(12)}), FakeStore(),
+        clock=lambda: next(ticks), patch_concurrency=3,
+    )  # fmt: skip
+    s = labeler.run(PassOptions(deadline=50.0))
+    assert s.complete is False and s.patched + s.skipped.get("pending", 0) == 12
+    assert 0 < s.patched < 12

@@ -14,9 +14,10 @@ from __future__ import annotations
 import enum
 import json
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from topogov.domain.errors import KubernetesError
@@ -32,6 +33,17 @@ class CallCounters:
     reads: int = 0
     writes: int = 0
     retries: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(self, method: str, retry: bool = False) -> None:
+        """One request (the labeler's PATCHes run on several threads)."""
+        with self._lock:
+            if retry:
+                self.retries += 1
+            elif method == "GET":
+                self.reads += 1
+            else:
+                self.writes += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +87,10 @@ class KubeHttp:
         attempt = 0
         while True:
             attempt += 1
-            if method == "GET":
-                self.counters.reads += 1
-            else:
-                self.counters.writes += 1
+            self.counters.count(method)
             status, payload, retry_after = self._once(method, path, query, body, content_type)
             if status in RETRYABLE and retry and attempt < self._max_attempts:
-                self.counters.retries += 1
+                self.counters.count(method, retry=True)
                 delay = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
                 delay = max(retry_after or 0.0, delay * (0.5 + random.random() / 2))
                 self._sleep(delay)

@@ -120,6 +120,7 @@ def eks_api_client(endpoint: ClusterEndpoint, tokens: EksTokenSource) -> Any:
         c.api_key["BearerToken"] = tokens.token()
 
     cfg.refresh_api_key_hook = refresh
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, POOL_SIZE)
     return ApiClient(configuration=cfg)
 
 
@@ -134,10 +135,14 @@ def kubeconfig_api_client(path: str | None = None, context: str | None = None) -
     hook = cfg.refresh_api_key_hook
     if hook is not None:
         cfg.refresh_api_key_hook = _throttled(hook, KUBECONFIG_REFRESH_S)
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, POOL_SIZE)
     return ApiClient(configuration=cfg)
 
 
 KUBECONFIG_REFRESH_S = 30.0
+# Connections kept to the API server: at least the labeler's PATCHes in flight at once (its
+# ``patch_concurrency`` is at most 32); the client's default is 5 per CPU, 5 on a 1-vCPU Lambda.
+POOL_SIZE = 32
 
 
 def _throttled(hook: Callable[[Any], None], every_s: float) -> Callable[[Any], None]:

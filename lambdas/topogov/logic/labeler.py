@@ -13,12 +13,12 @@ from __future__ import annotations
 import enum
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from topogov.domain.errors import KubernetesError, SnapshotError
-from topogov.domain.labels import InstanceTopology, apply_patch, label_patch, stale_layer_patch
+from topogov.domain.labels import InstanceTopology, LabelPatch, apply_patch, label_patch, stale_layer_patch
 from topogov.domain.nodes import NodeKind, NodeView
 from topogov.domain.placement_quality import JobPod
 from topogov.domain.quantity import Resources
@@ -158,8 +158,10 @@ class Labeler:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        patch_concurrency: int = 1,
     ) -> None:
         self._nodes = nodes
+        self._patch_concurrency = max(1, patch_concurrency)
         self._ec2 = ec2
         self._store = store
         self._clock = clock
@@ -218,6 +220,7 @@ class Labeler:
         # Patch only the nodes whose labels differ.
         final_labels: dict[str, Mapping[str, str]] = {}
         gone: set[str] = set()
+        todo: list[tuple[NodeView, LabelPatch]] = []
         for view, iid in ec2_nodes:
             final_labels[view.name] = view.labels
             topo = snapshot.instances.get(iid)
@@ -237,12 +240,12 @@ class Labeler:
                 if not patch:
                     summary.unchanged += 1
                     continue
-            if self._clock() > options.deadline:
+            todo.append((view, patch))
+        for view, patch, result in self._patch_all(todo, options.deadline):
+            if result is None:  # the time budget ran out before its turn
                 skips[Skip.PENDING] += 1
                 summary.complete = False
-                continue
-            result = self._nodes.patch_labels(view.name, patch)
-            if result.outcome == "patched":
+            elif result.outcome == "patched":
                 summary.patched += 1
                 final_labels[view.name] = apply_patch(view.labels, patch)
             elif result.outcome == "gone":
@@ -304,6 +307,28 @@ class Labeler:
         summary.k8s_writes = self._nodes.counters.writes - writes0
         summary.duration_s = round(self._clock() - started, 4)
         return summary
+
+    def _patch_all(
+        self, todo: list[tuple[NodeView, LabelPatch]], deadline: float
+    ) -> Iterator[tuple[NodeView, LabelPatch, PatchOutcomeLike | None]]:
+        """Each node's PATCH, ``patch_concurrency`` in flight at once (a first pass of a large
+        fleet is one PATCH per node, each a round trip to the API server); None for a node whose
+        turn came after ``deadline``. In the order of ``todo``."""
+
+        def one(item: tuple[NodeView, LabelPatch]) -> PatchOutcomeLike | None:
+            if self._clock() > deadline:
+                return None
+            return self._nodes.patch_labels(item[0].name, item[1])
+
+        if self._patch_concurrency == 1 or len(todo) < 2:
+            results: Iterable[PatchOutcomeLike | None] = map(one, todo)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(self._patch_concurrency, len(todo))) as pool:
+                results = list(pool.map(one, todo))
+        for (view, patch), result in zip(todo, results, strict=True):
+            yield view, patch, result
 
     def _load_snapshot(self, summary: PassSummary) -> Snapshot:
         try:
