@@ -184,6 +184,8 @@ def _handler(endpoint: EksEndpoint) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        disable_nagle_algorithm = True  # as EKS's endpoint; see topogov_local.cluster.faultproxy
+
         def log_message(self, format: str, *args: Any) -> None:
             pass
 

@@ -197,6 +197,11 @@ class Handler(BaseHTTPRequestHandler):
     server: Proxy
     _upstream: http.client.HTTPSConnection | None = None
 
+    # TCP_NODELAY, as the API server it fronts has it (Go's net package sets it on every TCP
+    # connection). With Nagle on, the last chunk of a response, a second small write, waited for the
+    # client's delayed ACK: ~47 ms per request on loopback (a 1,000-node first pass: 47 of its 49 s).
+    disable_nagle_algorithm = True
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
