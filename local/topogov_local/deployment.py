@@ -25,6 +25,8 @@ import hashlib
 import json
 import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,6 +168,15 @@ class Deployer:
             raise DeploymentError("not prepared" if self.cdk is None else "cancelled")
         self.cdk.deploy_assembly()
         return read_deployment(self.clients, self.dir)
+
+    def wait(self, event: threading.Event, what: str, timeout_s: float = 300.0) -> None:
+        """Until ``event`` is set; a :meth:`cancel` or the timeout ends the wait with an error."""
+        deadline = time.monotonic() + timeout_s
+        while not event.wait(0.1):
+            if self._cancelled:
+                raise DeploymentError("cancelled")
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"{what} not after {timeout_s:.0f} s")
 
     def cancel(self) -> None:
         self._cancelled = True

@@ -158,24 +158,29 @@ class LocalStack:
         self.aws = emulator.process()
         self.emulator = emulator
         self.cluster = ControlPlane(self.dir / "cluster")
-        # One worker, in order: the assembly (synthesized once per change of the app) and `cdk
-        # bootstrap` while the cluster starts, `cdk deploy` once the cluster is registered, while
-        # the fleet is seeded.
-        work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdk")
+        cluster = self.cluster
         deployer = Deployer(self, self.dir / "deployment")
+
+        def deploy() -> Deployment:
+            """The assembly (synthesized once per change of the app) and `cdk bootstrap`; then,
+            once the cluster has its address (the access entries name it, registered as EKS would
+            describe it), `cdk deploy`: all while the cluster starts and the fleet is seeded."""
+            deployer.prepare(self.aws_url)
+            deployer.wait(cluster.addressed, "the cluster's address")
+            assert cluster.pki is not None
+            emulator.register_cluster(CLUSTER, cluster.url, cluster.pki.ca.read_bytes())
+            return deployer.deploy()
+
+        work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdk")
         try:
             self.aws.start()
-            prepared = work.submit(deployer.prepare, self.aws_url)
+            deployed = work.submit(deploy)
             self.cluster.start()
-            assert self.cluster.pki is not None
-            emulator.register_cluster(CLUSTER, self.cluster.url, self.cluster.pki.ca.read_bytes())
-            deployed = work.submit(deployer.deploy)
             self.kubeconfig.write_text(self.cluster.kubeconfig("admin").read_text())
             self.kubeconfig.chmod(0o600)
             self._write_credentials()
             if seed:
                 self.seed()
-            prepared.result()
             self.deployment = deployed.result()
             # From here on every call signed by a function's role session is judged against the role.
             emulator.enforce_sessions(True)

@@ -33,6 +33,7 @@ import json
 import os
 import shutil
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -122,6 +123,9 @@ class ControlPlane:
         self.ports: dict[str, int] = {}
         self.timings: dict[str, float] = {}
         self._admin: Any = None
+        # Set once the URL and the CA are known (ports chosen, PKI made), before any server starts:
+        # what an EKS DescribeCluster answers, so a deployment that names the cluster can begin.
+        self.addressed = threading.Event()
 
     # -- paths ------------------------------------------------------------------------------------
     @property
@@ -172,6 +176,7 @@ class ControlPlane:
             "proxy",
         )
         self.ports = {name: free_port() for name in names}
+        self.addressed.set()
         p = self.ports
 
         self._run(
