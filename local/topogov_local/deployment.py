@@ -19,18 +19,17 @@ does not is :func:`local_environ`, each entry with its reason.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from topogov_local.cluster.build import locked
 from topogov_local.rehearse import (
     ACCOUNT,
     REGION,
@@ -81,17 +80,6 @@ def inputs_digest(context: Mapping[str, str] = CONTEXT, root: Path = ROOT) -> st
     return h.hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def assembled(context: Mapping[str, str] = CONTEXT) -> bool:
     """Whether :func:`assembly` has the app synthesized already for the sources as they are."""
     return (ASSEMBLIES / inputs_digest(context) / "manifest.json").exists()
@@ -104,7 +92,7 @@ def assembly(context: Mapping[str, str] = CONTEXT, log: Path | None = None) -> P
     target = ASSEMBLIES / key
     if (target / "manifest.json").exists():
         return target
-    with _locked(ASSEMBLIES / ".lock"):
+    with locked(ASSEMBLIES / ".lock"):
         if (target / "manifest.json").exists():
             return target
         tmp = ASSEMBLIES / f".{key}.tmp-{os.getpid()}"

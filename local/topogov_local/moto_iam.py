@@ -324,6 +324,23 @@ def _pass(self: Any) -> bool:
     return True
 
 
+def _iam_request(self: Any, cls: type, action: str) -> Any:
+    """moto's IAM request for this response's request, judged as ``action``."""
+    path = self.raw_path
+    query = urlsplit(self.uri).query
+    if query:
+        path += "?" + query
+    return cls(
+        account_id=self.current_account,
+        method=self.method,
+        path=path,
+        data=self.data,
+        body=self.raw_body,
+        headers=self.headers,
+        action=action,
+    )
+
+
 def _authorize_all(self: Any, checks: list[tuple[str, str]], denied_status: int = 400) -> None:
     """moto's ``_authenticate_and_authorize_action`` for several (action, resource) pairs; a refusal
     as :func:`json_access_denied`."""
@@ -332,20 +349,8 @@ def _authorize_all(self: Any, checks: list[tuple[str, str]], denied_status: int 
 
     if _pass(self):
         return
-    path = self.raw_path
-    query = urlsplit(self.uri).query
-    if query:
-        path += "?" + query
     for i, (action, resource) in enumerate(checks):
-        request = IAMRequest(
-            account_id=self.current_account,
-            method=self.method,
-            path=path,
-            data=self.data,
-            body=self.raw_body,
-            headers=self.headers,
-            action=action,
-        )
+        request = _iam_request(self, IAMRequest, action)
         if i == 0:
             request.check_signature()
         try:
@@ -372,19 +377,7 @@ def install() -> None:
             return
         if self.headers.get("X-Amz-Target") in ActionAuthenticatorMixin.PUBLIC_OPERATIONS:
             return
-        path = self.raw_path
-        query = urlsplit(self.uri).query
-        if query:
-            path += "?" + query
-        request = iam_request_cls(
-            account_id=self.current_account,
-            method=self.method,
-            path=path,
-            data=self.data,
-            body=self.raw_body,
-            headers=self.headers,
-            action=self._get_action(),
-        )
+        request = _iam_request(self, iam_request_cls, self._get_action())
         request.check_signature()
         request.check_action_permitted(resource)
 

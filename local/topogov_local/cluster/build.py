@@ -124,7 +124,8 @@ def _go_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` for the block: one builder at a time, others wait."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -145,7 +146,7 @@ def ensure_built(progress: Callable[[str], None] | None = None) -> Path:
     if not missing():
         return out
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    with _locked(out.parent / ".lock"):
+    with locked(out.parent / ".lock"):
         todo = missing()  # another process may have built them while we waited
         for i, tool in enumerate(todo, start=1):
             say(

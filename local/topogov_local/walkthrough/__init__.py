@@ -72,8 +72,9 @@ def _functions_log(stack: Any) -> str:
 
 def deployed_lines(stack: Any) -> str:
     """What ``cdk deploy`` made and the functions use: the stack's outputs that name its resources."""
-    keys = ("LedgerTable", "CountersTable", "IdempotencyTable", "SnapshotBucket")
-    rows = [f"  {key:<17} {stack.output(key)}" for key in keys]
+    from topogov_local.deployment import OUTPUT_OF
+
+    rows = [f"  {key:<17} {stack.output(key)}" for key in OUTPUT_OF.values()]
     return "\n".join(["stack Topogov, deployed to the emulator by `cdk deploy`; the functions use:", *rows])
 
 
