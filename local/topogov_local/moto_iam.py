@@ -447,16 +447,7 @@ def install() -> None:
             if missing:
                 from moto.iam.access_control import S3IAMRequest
 
-                path = self.raw_path
-                req = S3IAMRequest(
-                    account_id=self.current_account,
-                    method=self.method,
-                    path=path,
-                    data=self.data,
-                    body=self.raw_body,
-                    headers=self.headers,
-                    action="ListBucket",
-                )
+                req = _iam_request(self, S3IAMRequest, "ListBucket")
                 req.check_action_permitted(f"arn:aws:s3:::{bucket_name}")
 
     S3Response._authenticate_and_authorize_s3_action = s3_authorize  # type: ignore[method-assign]
