@@ -11,7 +11,17 @@ thread that lives as long as the stack: the main thread, as ``topogov local`` an
 normal stop sends SIGTERM to the child's process group and SIGKILL after :data:`STOP_GRACE_S`.
 
 ``$TOPOGOV_CHILD_PIDS``, when set, names a file each child's pid and program are appended to: the
-test run reads it at the end and fails if any is still alive (``tests/conftest.py``).
+test run reads it at the end, kills the process group of any still alive and fails
+(``tests/conftest.py``).
+
+``PR_SET_PDEATHSIG`` reaches direct children only. A program that starts a tree of its own — the
+CDK CLI runs node, which runs ``python app.py``, which runs jsii's node — is started under
+:func:`supervised`: a small supervisor (``python -m topogov_local.processes supervise``) that is a
+*child subreaper* (``PR_SET_CHILD_SUBREAPER``: the descendants it loses parents of are re-parented to
+it, not to init) and, on SIGTERM, SIGINT, SIGHUP, the death of its own parent (``PR_SET_PDEATHSIG``
+with SIGTERM) or the end of the program, SIGKILLs every descendant it has, then exits. (Before it, a
+Ctrl-C during ``cdk synth`` killed the CLI's node alone and waited for the synth's python to finish:
+29 s.)
 """
 
 from __future__ import annotations
@@ -24,15 +34,21 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 _URL = re.compile(r"(https?://[0-9A-Za-z.\-]+:\d+)")
-STOP_GRACE_S = 1.0  # SIGTERM, then SIGKILL (stop_all: every child at once): a stack stops within 2 s
+# SIGTERM, then SIGKILL (stop_all: every child at once). Nothing of a stack is kept across a start, so
+# nothing needs a long graceful stop: with 1 s, etcd, kube-apiserver and Kueue were SIGKILLed at 1 s
+# anyway (under load), and a stop in the ready phase took 1.5-1.8 s in all.
+STOP_GRACE_S = 0.5
 PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -72,7 +88,7 @@ def wait_until(
     raise error(f"not within {timeout_s:.0f}s: {what} (last: {last!r})")
 
 
-def _record(pid: int, argv: Sequence[str]) -> None:
+def record_child(pid: int, argv: Sequence[str]) -> None:
     path = os.environ.get(PID_LOG_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as fh:
@@ -80,24 +96,68 @@ def _record(pid: int, argv: Sequence[str]) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on, below the kernel's ephemeral range: a port the kernel hands out
-    (bind to 0) can be taken, between this check and the server's own bind, as the local port of one
-    of the many outgoing connections a starting stack makes (seen in CI: kube-scheduler's "bind:
-    address already in use"). Checked free on every address, as the Go servers bind 0.0.0.0."""
+    """A port nothing listens on and no other stack of this machine is about to take.
+
+    Below the kernel's ephemeral range: a port the kernel hands out (bind to 0) can be taken,
+    between this check and the server's own bind, as the local port of one of the many outgoing
+    connections a starting stack makes (seen in CI: kube-scheduler's "bind: address already in
+    use"). Checked free on every address, as the Go servers bind 0.0.0.0. And *reserved* for this
+    process (:func:`_reserve`): a free port is only free until its server binds it, and the stacks
+    of parallel test workers pick from the same range (seen in CI: two stacks, one port)."""
     import random
 
     low = _ephemeral_low()
-    for _ in range(100):
+    for _ in range(200):
         port = random.randrange(max(1024, low - 12000), low)
         with socket.socket() as s:
             try:
                 s.bind(("0.0.0.0", port))
             except OSError:
                 continue
+        if _reserve(port):
             return port
     with socket.socket() as s:  # nothing free below the range: let the kernel choose
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+PORT_RESERVATIONS = Path(tempfile.gettempdir()) / "topogov-ports"
+
+
+def _reserve(port: int) -> bool:
+    """Claim ``port`` for this process's lifetime: a file named for it, created exclusively, holding
+    the pid. A claim whose process is gone is stale and taken over (one attempt: a racing taker wins
+    or loses cleanly on the exclusive create). A process re-picking its own port is refused too (a
+    stack's ten ports must differ)."""
+    PORT_RESERVATIONS.mkdir(exist_ok=True)
+    path = PORT_RESERVATIONS / str(port)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                holder = int(path.read_text(encoding="ascii"))
+            except (OSError, ValueError):
+                return False  # being written (empty) or unreadable: someone else's
+            if _pid_alive(holder):
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            continue
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _ephemeral_low() -> int:
@@ -142,7 +202,7 @@ class ManagedProcess:
             start_new_session=True,
             preexec_fn=_die_with_parent(),
         )
-        _record(self.proc.pid, self.argv)
+        record_child(self.proc.pid, self.argv)
         lines: queue.Queue[str | None] = queue.Queue()
         log = open(self.log_path, "a", encoding="utf-8") if self.log_path else None  # noqa: SIM115
 
@@ -212,7 +272,7 @@ class ManagedProcess:
 def stop_all(procs: Iterable[ManagedProcess], timeout_s: float = STOP_GRACE_S) -> None:
     """Stop processes together: SIGTERM to each group at once, then wait for all within one grace
     period, and SIGKILL what is left. A stack of seven servers then stops in about the time of the
-    slowest, not of their sum (within 2 s of SIGTERM/SIGINT/SIGHUP)."""
+    slowest, not of their sum."""
     running = [p for p in procs if p._signal(signal.SIGTERM)]
     deadline = time.monotonic() + timeout_s
     for p in running:
@@ -241,3 +301,88 @@ def environ(values: Mapping[str, str]) -> Iterator[None]:
 
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
+
+
+# --- a supervisor for programs that start trees of their own ---------------------------------------
+SUPERVISED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def supervised(argv: Sequence[str]) -> list[str]:
+    """``argv`` run under the supervisor (see the module docstring). Start it with
+    ``start_new_session=True`` and stop it with SIGTERM to its pid: it kills the whole tree at once."""
+    return [sys.executable, "-m", "topogov_local.processes", "supervise", str(os.getpid()), "--", *argv]
+
+
+def descendants(root: int) -> list[int]:
+    """The pids below ``root`` (children first), from each process's parent in ``/proc/<pid>/stat``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _kill_descendants(timeout_s: float = 5.0) -> None:
+    """SIGKILL every descendant of this process and reap them, until none is left: orphans of a
+    killed parent come back to this process (a subreaper), and a fork under way shows up next round."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = descendants(os.getpid())
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        if not left:
+            return
+        time.sleep(0.005)
+
+
+def _supervise(parent: int, argv: Sequence[str]) -> int:
+    """Run ``argv`` (stdio inherited); kill its whole tree when it ends or when told to stop."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)  # handled: the tree goes with this process
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stopping.append(signum)
+        _kill_descendants()
+        os._exit(128 + signum)
+
+    for sig in SUPERVISED_SIGNALS:
+        signal.signal(sig, on_signal)
+    if os.getppid() != parent:  # the parent died before the death signal was asked for
+        return 1
+    child = subprocess.Popen(list(argv))
+    code = child.wait()
+    _kill_descendants()  # what the program left behind (a jsii kernel, a bundler) goes with it
+    return code
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) >= 3 and argv[0] == "supervise" and argv[2] == "--":
+        return _supervise(int(argv[1]), argv[3:])
+    print(
+        "usage: python -m topogov_local.processes supervise PARENT_PID -- PROGRAM [ARG...]", file=sys.stderr
+    )
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

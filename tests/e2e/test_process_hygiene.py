@@ -1,78 +1,84 @@
-"""``topogov local`` and its children end together, however the parent ends (issue 12, item 6):
-SIGTERM, SIGINT and SIGHUP (a closed terminal) stop the stack and its emulators promptly; a SIGKILL
-of the parent takes the children down through PR_SET_PDEATHSIG. The figures are printed for the
-record (``-s``); the assertions are on behaviour, with generous bounds, not on speed."""
+"""``topogov local`` and everything it starts end together, in every phase of its start and once
+ready (issues 12 and 22, item 6): SIGINT (Ctrl-C, sent to the process group as a terminal does),
+SIGTERM (``kill``) and SIGHUP (a closed terminal) make it exit within 3 s and leave no process of its
+tree — moto, etcd, kube-apiserver, the controller manager, the scheduler, KWOK, Kueue, the fault
+proxy, the CDK CLI's node, the app's python, jsii's node — and a SIGKILL of it takes them down too.
+
+Each case signals once its phase is under way, as the process tree shows it (:mod:`tests.e2e.hygiene`:
+the synth's ``python app.py``, ``cdk bootstrap``, ``cdk deploy``, ``kube-apiserver``) or, once ready,
+by the line the stack prints: never at a deadline, so a loaded machine only makes it wait longer. The
+tree is watched from outside (every descendant by pid and start time, and the groups and sessions
+they made), and whatever is left when a case fails is killed by the ``local`` fixture's finalizer.
+
+The synth cases synthesize into a directory of their own (``TOPOGOV_ASSEMBLY_DIR``), so a synth runs
+whatever the shared assembly cache holds. Figures are printed for the record (``-s``)."""
 
 from __future__ import annotations
 
-import os
+import contextlib
 import signal
-import subprocess
-import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.e2e.hygiene import Local, local
+
+STOP_WITHIN_S = 3.0  # issue 22: exit, and no process of the tree left, within 3 s of the signal
+
+CASES = [
+    ("synth", signal.SIGINT),  # the issue's case: Ctrl-C while `cdk synth` runs took 29 s
+    ("synth", signal.SIGTERM),
+    ("synth", signal.SIGHUP),
+    ("bootstrap", signal.SIGHUP),
+    ("deploy", signal.SIGINT),
+    ("deploy", signal.SIGTERM),
+    ("controlplane", signal.SIGINT),
+    ("controlplane", signal.SIGHUP),
+    ("ready", signal.SIGINT),
+    ("ready", signal.SIGTERM),
+    ("ready", signal.SIGHUP),
+]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Any]:
+    """Starts ``topogov local`` (a synth of its own for ``synth``); the finalizer kills what is left
+    of its tree, however the test ended."""
+    with_synth = {"TOPOGOV_ASSEMBLY_DIR": str(tmp_path / "assembly")}
+    with contextlib.ExitStack() as finalizers:
+
+        def starter(phase: str) -> Local:
+            return finalizers.enter_context(local(tmp_path / "run", with_synth if phase == "synth" else None))
+
+        yield starter
 
 
-def _children(pid_log: Path, before: int) -> list[int]:
-    return [int(line.split()[0]) for line in pid_log.read_text().splitlines()[before:]]
+@pytest.mark.parametrize(("phase", "sig"), CASES, ids=[f"{p}-{s.name}" for p, s in CASES])
+def test_a_stop_signal_in_any_phase_ends_the_stack_and_its_whole_tree_within_3_s(start, tmp_path, phase, sig):
+    # Given topogov local in the phase (known by what runs, or by its ready line)
+    it = start(phase)
+    it.reached(phase)
+    # When the signal arrives
+    code, exited, gone, left = it.stop(sig, within_s=STOP_WITHIN_S)
+    print(f"\n{phase} {sig.name}: exit {code} after {exited:.2f} s; the tree gone after {gone:.2f} s")
+    # Then it exits with the signal's status within 3 s, and nothing of its tree is left
+    assert code is not None, f"still running {STOP_WITHIN_S} s after {sig.name}:\n{it.output()}"
+    assert code == (130 if sig == signal.SIGINT else 128 + sig), it.output()
+    assert not left, [(s.pid, " ".join(s.argv)[:120]) for s in left]
+    assert not (tmp_path / "run" / "state" / "endpoints.json").exists()
+    assert f"{sig.name}: stopping the stack" in it.output()
 
 
-def _start(tmp_path: Path, pid_log: Path) -> tuple[subprocess.Popen[str], list[int]]:
-    before = len(pid_log.read_text().splitlines()) if pid_log.exists() else 0
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "topogov_cli.main", "local", "--api-port", "0", "--no-walkthrough",
-         "--dir", str(tmp_path / "state"), "--interval", "3600"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "TOPOGOV_CHILD_PIDS": str(pid_log)},
-    )  # fmt: skip
-    deadline = time.monotonic() + 120
-    assert proc.stdout is not None
-    for line in proc.stdout:  # the stack starts, one pass runs, then it reconciles on its interval
-        if "Reconciling every" in line or time.monotonic() > deadline:
-            break
-    children = _children(pid_log, before)
-    assert len(children) >= 2 and all(_alive(p) for p in children), children  # moto + Kubernetes
-    return proc, children
-
-
-def _gone_within(pids: list[int], seconds: float) -> float:
-    start = time.monotonic()
-    while any(_alive(p) for p in pids):
-        assert time.monotonic() - start < seconds, [p for p in pids if _alive(p)]
-        time.sleep(0.02)
-    return time.monotonic() - start
-
-
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_a_stop_signal_stops_the_stack_and_its_children(tmp_path, sig):
-    pid_log = tmp_path / "pids.txt"
-    proc, children = _start(tmp_path, pid_log)
-    sent = time.monotonic()
-    proc.send_signal(sig)
-    code = proc.wait(timeout=30)
-    took = time.monotonic() - sent
-    _gone_within(children, 10)
-    print(f"\n{sig.name}: topogov local exited {code} after {took:.2f}s; its {len(children)} children gone")
-    assert code in (128 + sig, 130)
-    assert not (tmp_path / "state" / "endpoints.json").exists()
-
-
-def test_a_killed_parent_takes_its_children_down(tmp_path):
-    pid_log = tmp_path / "pids.txt"
-    proc, children = _start(tmp_path, pid_log)
-    proc.kill()  # SIGKILL: no handler runs in the parent
-    proc.wait(timeout=10)
-    took = _gone_within(children, 10)
-    print(f"\nSIGKILL: the {len(children)} children were gone {took:.2f}s after the parent")
+@pytest.mark.parametrize("phase", ["synth", "ready"])
+def test_a_killed_parent_takes_its_whole_tree_down(start, phase):
+    # Given topogov local in the phase
+    it = start(phase)
+    it.reached(phase)
+    # When it is killed (SIGKILL: no handler of its own runs)
+    code, _, gone, left = it.stop(signal.SIGKILL, within_s=STOP_WITHIN_S)
+    print(f"\nSIGKILL during {phase}: the tree gone {gone:.2f} s after")
+    # Then its children go with it (PR_SET_PDEATHSIG), the CDK CLI's tree too (its supervisor)
+    assert code == -signal.SIGKILL
+    assert not left, [(s.pid, " ".join(s.argv)[:120]) for s in left]
