@@ -39,7 +39,7 @@ quiet_node_banner()
 import aws_cdk as cdk  # noqa: E402  (after the banner is settled: jsii starts Node on import)
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from infra.config import DeployConfig, DeployConfigError  # noqa: E402
+from infra.config import DeployConfig, DeployConfigError, refuse_unsupported_region  # noqa: E402
 from infra.nag import suppress  # noqa: E402
 from infra.stack import TopogovStack  # noqa: E402
 
@@ -48,6 +48,11 @@ def build(app: cdk.App) -> TopogovStack:
     from topogov.domain.policy import PolicyError, load_policy_file
 
     config = DeployConfig.from_context(app.node.try_get_context)
+    if not config.region and os.environ.get("CDK_DEFAULT_REGION"):  # the CLI's, from the profile
+        try:
+            refuse_unsupported_region(os.environ["CDK_DEFAULT_REGION"])
+        except ValueError as exc:
+            raise DeployConfigError(f"the deploy Region (your AWS profile's): {exc}") from None
     try:
         policy = load_policy_file(config.policy_path)
     except (PolicyError, OSError) as exc:

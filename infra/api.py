@@ -9,6 +9,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.config import DeployConfig
 from infra.functions import FunctionContext, FunctionSpec, TopogovFunction
 from infra.names import POLICY_PATH, SNAPSHOT_KEY
 from topogov.settings import ApiSettings
@@ -41,7 +42,9 @@ class Api(Construct):
                 settings.to_env(),
                 # A bound on what the API may take of the account's concurrency (stage throttling bounds
                 # the rate, not how many requests wait on a slow Kubernetes API at once).
-                reserved_concurrency=config.api_reserved_concurrency,
+                # 0 reserves none: an account whose limit leaves no room (Lambda keeps 100 unreserved;
+                # a new account's limit can be 10) can deploy (topogov preflight says which applies).
+                reserved_concurrency=config.api_reserved_concurrency or None,
                 # A cold start restores a snapshot taken after topogov.handlers.snapstart primed the
                 # imports and clients (the hooks keep credentials, seeds and connections out of it).
                 snap_start=True,
@@ -95,34 +98,16 @@ class Api(Construct):
         )
 
         self.access_logs = logs.LogGroup(self, "AccessLogs", retention=context.log_retention)
-        # Who may call at all, before IAM auth and the handler's team check: principals of this
-        # account (or of the organisation, by context). Without it any SigV4 principal of any account
-        # with an IAM allow for execute-api:Invoke reaches the function.
-        caller_condition = (
-            {"StringEquals": {"aws:PrincipalOrgID": config.api_organization_id}}
-            if config.api_organization_id
-            else {"StringEquals": {"aws:PrincipalAccount": Stack.of(self).account}}
-        )
-        invoke_any = Stack.of(self).format_arn(service="execute-api", resource="*")
-        resource_policy = iam.PolicyDocument(
-            statements=[
-                iam.PolicyStatement(
-                    sid="CallersOfThisAccount"
-                    if not config.api_organization_id
-                    else "CallersOfTheOrganization",
-                    principals=[iam.AnyPrincipal()],
-                    actions=["execute-api:Invoke"],
-                    resources=[invoke_any],
-                    conditions=caller_condition,
-                )
-            ]
-        )
+        resource_policy = iam.PolicyDocument(statements=caller_statements(Stack.of(self), config))
         method_throttle = apigw.MethodDeploymentOptions(
             throttling_rate_limit=config.submit_rate_limit, throttling_burst_limit=config.submit_burst_limit
         )
         self.rest_api = apigw.RestApi(
             self,
             "RestApi",
+            # Named per stack: API Gateway's metrics are by ApiName, so the alarms and the dashboard
+            # (which read them by name) count this API only, not any other API named "RestApi".
+            rest_api_name=f"{Stack.of(self).stack_name}-api",
             description="Topogov: topology-aware task governance",
             policy=resource_policy,
             # API Gateway's CloudWatch role is one per account and region: creating it replaces the
@@ -171,3 +156,49 @@ class Api(Construct):
                     request_parameters=params or None,
                 )
         self.url = self.rest_api.url
+
+
+def caller_statements(stack: Stack, config: DeployConfig) -> list[iam.PolicyStatement]:
+    """Who may call at all, before IAM auth and the handler's team check.
+
+    API Gateway with IAM auth and a resource policy (API Gateway Developer Guide, "How API Gateway
+    resource policies affect authorization workflow"): a caller of the API's own account gets in when
+    its IAM policy *or* the resource policy allows it (no explicit deny); a caller of another account
+    needs both. So the policy only denies: principals outside this account (or outside the
+    organisation, by context); a same-account caller then needs an IAM grant of
+    ``execute-api:Invoke`` of its own (an allow here would let every principal of the account in
+    without one). In organisation mode, principals of the organisation's other accounts get the
+    resource policy's allow they need, and still their own IAM grant."""
+    invoke_any = stack.format_arn(service="execute-api", resource="*")
+    if not config.api_organization_id:
+        return [
+            iam.PolicyStatement(
+                sid="DenyOutsideThisAccount",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["execute-api:Invoke"],
+                resources=[invoke_any],
+                conditions={"StringNotEquals": {"aws:PrincipalAccount": stack.account}},
+            )
+        ]
+    org = config.api_organization_id
+    return [
+        iam.PolicyStatement(
+            sid="DenyOutsideTheOrganization",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["execute-api:Invoke"],
+            resources=[invoke_any],
+            conditions={"StringNotEquals": {"aws:PrincipalOrgID": org}},
+        ),
+        iam.PolicyStatement(
+            sid="OtherAccountsOfTheOrganization",
+            principals=[iam.AnyPrincipal()],
+            actions=["execute-api:Invoke"],
+            resources=[invoke_any],
+            conditions={
+                "StringEquals": {"aws:PrincipalOrgID": org},
+                "StringNotEquals": {"aws:PrincipalAccount": stack.account},
+            },
+        ),
+    ]

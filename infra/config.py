@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra.names import LOG_RETENTION
+from topogov.domain.regions import supported_list, unsupported
 
 PREFIX = "topogov:"
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +21,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class DeployConfigError(ValueError):
     pass
+
+
+def refuse_unsupported_region(region: str) -> None:
+    """A Region without DescribeInstanceTopology or Lambda SnapStart (``topogov/domain/regions.py``,
+    each list citing AWS's page) is refused at synth, with what it lacks and where the stack can run;
+    CloudFormation would create most of the stack there and the labeler, or the API's published
+    version, would fail only once deployed."""
+    missing = unsupported(region)
+    if missing:
+        raise ValueError("; ".join(missing) + f". Regions with both: {supported_list()}")
 
 
 class DeployConfig(BaseModel):
@@ -43,10 +54,18 @@ class DeployConfig(BaseModel):
     submit_rate_limit: float = Field(10, gt=0)
     submit_burst_limit: int = Field(20, ge=1)
     api_reserved_concurrency: int = Field(
-        25, ge=1, le=1000, description="concurrent executions reserved for (and the most taken by) the API"
+        25,
+        ge=0,
+        le=1000,
+        description="concurrent executions reserved for (and the most taken by) the API; 0 reserves none",
     )
     kueue_api_version: Literal["v1beta1", "v1beta2"] = Field(
         "v1beta1", description="the Kueue API version the governor writes"
+    )
+    label_verify_after: int = Field(
+        86400,
+        ge=300,
+        description="seconds before the labeler verifies labels it adopted (EKS's own) against EC2",
     )
     governor: bool = Field(True, description="keep the Kueue objects in step with the policy")
     api_gateway_cloud_watch_role: bool = Field(
@@ -62,6 +81,13 @@ class DeployConfig(BaseModel):
     def _schedule(cls, v: str) -> str:
         if not re.match(r"^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\(.+\))$", v):
             raise ValueError("must be an EventBridge expression: rate(5 minutes) or cron(...)")
+        return v
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str | None) -> str | None:
+        if v is not None:
+            refuse_unsupported_region(v)
         return v
 
     @field_validator("log_retention_days")
@@ -115,6 +141,7 @@ class DeployConfig(BaseModel):
             ("api_burst_limit", int),
             ("submit_burst_limit", int),
             ("api_reserved_concurrency", int),
+            ("label_verify_after", int),
             ("api_latency_alarm_ms", int),
             ("api_rate_limit", float),
             ("submit_rate_limit", float),
@@ -129,7 +156,7 @@ class DeployConfig(BaseModel):
             for e in exc.errors():
                 field = ".".join(str(p) for p in e["loc"])
                 camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), field) if field else "context"
-                lines.append(f"  {PREFIX}{camel}: {e['msg']}")
+                lines.append(f"  {PREFIX}{camel}: {e['msg'].removeprefix('Value error, ')}")
             raise DeployConfigError(
                 "invalid deployment context (cdk.json or -c):\n" + "\n".join(lines)
             ) from None

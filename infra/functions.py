@@ -90,14 +90,16 @@ class PackageBundling:
         return True
 
 
-def dependencies_layer(scope: Construct) -> lambda_.LayerVersion:
+def dependencies_layer(scope: Construct, code: lambda_.Code | None = None) -> lambda_.LayerVersion:
+    """The layer; ``code`` stands in for the bundled dependencies (tests of what a change does)."""
     return lambda_.LayerVersion(
         scope,
         "Dependencies",
         description=f"topogov runtime dependencies (requirements/runtime.txt), {PIP_PLATFORM} cp312, pruned",
         compatible_runtimes=[RUNTIME],
         compatible_architectures=[ARCHITECTURE],
-        code=lambda_.Code.from_asset(
+        code=code
+        or lambda_.Code.from_asset(
             str(REQUIREMENTS.parent),
             asset_hash_type=AssetHashType.CUSTOM,
             asset_hash=layer.digest(),
@@ -143,6 +145,27 @@ class FunctionSpec:
 
 ALIAS = "live"
 
+# What Lambda needs of a VPC function's execution role to create and manage the function's network
+# interfaces: the actions of the managed policy AWSLambdaVPCAccessExecutionRole, whose CloudWatch Logs
+# part the role already has for its own log group. Lambda checks them when the function is created
+# or its VpcConfig changes, and refuses otherwise ("The provided execution role does not have
+# permissions to call CreateNetworkInterface on EC2"). DescribeNetworkInterfaces works only when
+# allowed on all resources (Lambda Developer Guide, "Giving Lambda functions access to resources in
+# an Amazon VPC", execution role permissions); the managed policy grants all of them on "*". CDK adds
+# this policy only to roles it creates itself, and these roles are the stack's own.
+VPC_ACCESS_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
+
+
+def vpc_access_statement() -> iam.PolicyStatement:
+    return iam.PolicyStatement(sid="VpcNetworkInterfaces", actions=list(VPC_ACCESS_ACTIONS), resources=["*"])
+
 
 class TopogovFunction(Construct):
     """A function with its own role (logs to its own log group only, X-Ray) and log group; with
@@ -158,6 +181,7 @@ class TopogovFunction(Construct):
         **function_kwargs: Any,
     ) -> None:
         super().__init__(scope, id)
+        self.spec = spec
         self.log_group = logs.LogGroup(
             self, "Logs", retention=context.log_retention, removal_policy=RemovalPolicy.DESTROY
         )
@@ -173,6 +197,8 @@ class TopogovFunction(Construct):
                 resources=[self.log_group.log_group_arn, f"{self.log_group.log_group_arn}:*"],
             )
         )
+        if context.vpc_config:
+            self.role.add_to_policy(vpc_access_statement())
         self.function = lambda_.Function(
             self,
             "Function",
@@ -208,6 +234,11 @@ class TopogovFunction(Construct):
                 "@aws-cdk/aws-lambda:snapStartRequirePublish",
                 "published through current_version and the alias",
             )
+
+    @property
+    def function_reserved(self) -> bool:
+        """Whether the function reserves concurrency (``FunctionSpec.reserved_concurrency``)."""
+        return self.spec.reserved_concurrency is not None
 
     @property
     def target(self) -> lambda_.IFunction:

@@ -46,7 +46,8 @@ def suppress(stack: TopogovStack) -> None:
 
 def suppress_template_checks(stack: TopogovStack) -> None:
     """cfn-lint's and checkov's findings that are not defects of this stack (the ones that were are
-    fixed: CKV_AWS_115, the api function's concurrency, is bounded by topogov:apiReservedConcurrency)."""
+    fixed: CKV_AWS_115, the api function's concurrency, is bounded by topogov:apiReservedConcurrency
+    unless it is 0)."""
     functions = (stack.reconciler.fn, stack.api.fn)
     for fn in functions:
         _template(
@@ -77,6 +78,32 @@ def suppress_template_checks(stack: TopogovStack) -> None:
             "CKV_AWS_158",
             "CloudWatch Logs encrypts every log group at rest; the function logs decisions, caller ARNs "
             "and Kubernetes errors, never a credential, and is read by the account's operators only",
+        )
+    if stack.api.fn.function.is_bound_to_vpc:
+        for fn in functions:
+            _template(
+                fn.role.node.find_child("DefaultPolicy"),
+                "checkov",
+                "CKV_AWS_111",
+                "in VPC mode Lambda creates and deletes the function's network interfaces with this role: "
+                "the actions of AWSLambdaVPCAccessExecutionRole on '*', as AWS grants them "
+                "(DescribeNetworkInterfaces works on '*' only; interface ids are Lambda's to choose)",
+            )
+    _template(
+        stack.reconciler.fn.function,
+        "checkov",
+        "CKV_AWS_115",
+        "one pass at a time is a lease in the counters table (topogov/adapters/lease.py), not reserved "
+        "concurrency: Lambda keeps 100 executions unreserved, so an account with a small limit could not "
+        "deploy a reservation; a burst of events takes one short invocation each and defers to the pass",
+    )
+    if not stack.api.fn.function_reserved:
+        _template(
+            stack.api.fn.function,
+            "checkov",
+            "CKV_AWS_115",
+            "topogov:apiReservedConcurrency=0 asked for no reservation (an account whose concurrency limit "
+            "leaves none to reserve); stage and per-method throttling still bound the API's rate",
         )
     _template(
         stack.api.fn.function,
@@ -127,6 +154,12 @@ def suppress_template_checks(stack: TopogovStack) -> None:
 def suppress_nag(stack: TopogovStack) -> None:
     reconciler_policy = stack.reconciler.fn.role.node.find_child("DefaultPolicy")
     api_policy = stack.api.fn.role.node.find_child("DefaultPolicy")
+    vpc = (
+        "; in VPC mode also the network-interface actions Lambda needs for the function's ENIs (those of "
+        "AWSLambdaVPCAccessExecutionRole, on '*' as there: DescribeNetworkInterfaces works on '*' only)"
+        if stack.api.fn.function.is_bound_to_vpc
+        else ""
+    )
     for policy, what in (
         (reconciler_policy, "ec2:DescribeInstanceTopology and the X-Ray actions"),
         (api_policy, "the X-Ray actions (xray:PutTraceSegments, xray:PutTelemetryRecords)"),
@@ -134,7 +167,7 @@ def suppress_nag(stack: TopogovStack) -> None:
         _one(
             policy,
             "AwsSolutions-IAM5",
-            f"{what} support no resource-level permissions: '*' is the only resource",
+            f"{what} support no resource-level permissions: '*' is the only resource{vpc}",
             ["Resource::*"],
         )
         _one(

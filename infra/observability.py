@@ -142,9 +142,10 @@ class Observability(Construct):
 
         for name, fn in functions.items():
             alarm(f"{name}Errors", fn.metric_errors(period=PERIOD), 1, f"the {name} function failed")
-        # The reconcile function runs one pass at a time (reserved concurrency 1), so a burst of
-        # "running" events is throttled and retried by Lambda as designed: throttles are no alarm there.
-        # What matters is an event dropped (DeadLetters below) and passes that stop completing.
+        # The reconcile function runs one pass at a time (a lease): a burst of "running" events defers
+        # its instances to the pass holding it (PassSkipped), as designed. What matters is an event
+        # dropped (DeadLetters below) and passes that stop completing; its throttles (the account's
+        # concurrency exhausted) show as Errors-free retries by Lambda and are no alarm there.
         alarm(
             "ApiThrottles",
             functions["Api"].metric_throttles(period=PERIOD),

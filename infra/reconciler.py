@@ -1,5 +1,7 @@
 """The reconcile function: the EventBridge schedule (full pass) and EC2 state-change events (targeted
-pass), reserved concurrency 1 (passes never overlap), a dead-letter queue for failed async events."""
+pass), one pass at a time by a lease in the counters table (``topogov/adapters/lease.py``; no
+reserved concurrency, which a small account cannot grant), a dead-letter queue for failed async
+events."""
 
 from __future__ import annotations
 
@@ -41,13 +43,14 @@ class Reconciler(Construct):
             budget_margin_s=30,
             kueue_api_version=config.kueue_api_version,
             governor=config.governor,
+            verify_after_s=config.label_verify_after,
         )
         self.settings = settings
         self.fn = TopogovFunction(
             self,
             "Reconcile",
             spec=FunctionSpec(
-                "reconcile", "topogov.handlers.reconcile.handler", TIMEOUT, 1024, settings.to_env(), 1
+                "reconcile", "topogov.handlers.reconcile.handler", TIMEOUT, 1024, settings.to_env()
             ),
             context=context,
             dead_letter_queue=self.dlq,
@@ -72,7 +75,8 @@ class Reconciler(Construct):
         self.fn.role.add_to_policy(storage.snapshot_existence_statement())
         # The ledger sync lists and reads the job records and releases a charge (an UpdateItem of the
         # record beside one of the team's counters, in one transaction); counters are read, never
-        # listed (observed by tests/rehearse under this role).
+        # listed (observed by tests/rehearse under this role). The pass's lease is an item of the
+        # counters table, written by conditional UpdateItems only.
         self.fn.role.add_to_policy(
             iam.PolicyStatement(
                 sid="LedgerSync",

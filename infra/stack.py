@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -18,18 +19,34 @@ from infra.observability import Observability
 from infra.reconciler import Reconciler
 from infra.storage import Storage
 
+# Feature flags the stack's correctness rests on, set on the stack itself (before any construct),
+# so that every synth has them: the CDK CLI's (cdk.json), the tests' and the local stack's.
+# recognizeLayerVersion: a function's version hash covers its layers, so a change of the dependencies
+# layer alone publishes a new version of the api function and moves the alias ``live`` to it (off,
+# the alias kept serving the old dependencies while the reconcile function's $LATEST ran the new).
+FEATURE_FLAGS = {"@aws-cdk/aws-lambda:recognizeLayerVersion": True}
+
 
 class TopogovStack(Stack):
     def __init__(
-        self, scope: Construct, id: str, *, config: DeployConfig, teams: list[str], **kwargs: Any
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        teams: list[str],
+        layer_code: lambda_.Code | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
+        for flag, value in FEATURE_FLAGS.items():
+            self.node.set_context(flag, value)
         self.storage = Storage(self, "Storage")
         context = FunctionContext(
             config=config,
             storage=self.storage,
             code=function_code(config.policy_path),
-            layer=dependencies_layer(self),
+            layer=dependencies_layer(self, layer_code),
             log_retention=getattr(logs.RetentionDays, LOG_RETENTION[config.log_retention_days]),
             vpc_config=self._vpc_config(config),
         )
@@ -58,6 +75,12 @@ class TopogovStack(Stack):
         CfnOutput(self, "LedgerTable", value=self.storage.ledger.table_name, description="one item per job")
         CfnOutput(self, "CountersTable", value=self.storage.counters.table_name)
         CfnOutput(self, "IdempotencyTable", value=self.storage.idempotency.table_name)
+        CfnOutput(
+            self,
+            "ApiInvokeArn",
+            value=self.api.rest_api.arn_for_execute_api(stage="prod"),
+            description="what a caller's IAM policy grants execute-api:Invoke on (every route of the API)",
+        )
         CfnOutput(self, "ReconcilerRoleArn", value=self.reconciler.fn.role.role_arn)
         CfnOutput(self, "ApiRoleArn", value=self.api.fn.role.role_arn)
 

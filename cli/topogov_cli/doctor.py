@@ -33,6 +33,12 @@ def run(args: argparse.Namespace) -> int:
     checks: list[Check] = []
     _api_checks(args, checks.append)
     _cluster_checks(args, checks.append)
+    return print_checks(checks)
+
+
+def print_checks(checks: list[Check]) -> int:
+    """``ok    what  detail`` / ``FAIL  what  what to do``, one line each, and the tally; exit 0 when
+    every check passed, 1 otherwise (also `topogov preflight`'s)."""
     width = max(len(what) for what, _, _ in checks)
     for what, ok, detail in checks:
         print(f"{'ok  ' if ok else 'FAIL'}  {what.ljust(width)}  {detail}")

@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"topogov reconcile: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    summary = build_labeler(settings).run(PassOptions(refresh_after_s=settings.refresh_after_s))
+    summary = build_labeler(settings).run(
+        PassOptions(refresh_after_s=settings.refresh_after_s, verify_after_s=settings.verify_after_s)
+    )
     print(json.dumps(summary.to_json(), indent=2))
     return EXIT_OK

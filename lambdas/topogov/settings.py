@@ -95,6 +95,11 @@ class ReconcileSettings(_Settings):
     refresh_after_s: float = Field(
         24 * 3600, gt=0, description="re-ask EC2 about an instance after this long"
     )
+    verify_after_s: float = Field(
+        24 * 3600,
+        gt=0,
+        description="verify an answer adopted from the labels EKS wrote against EC2 after this long",
+    )
     budget_margin_s: float = Field(
         15.0, ge=0, description="stop asking/patching this long before the timeout"
     )

@@ -19,13 +19,15 @@ does not is :func:`local_environ`, each entry with its reason.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +52,7 @@ from topogov_local.rehearse import (
 CLUSTER = "topogov-local"  # the EKS cluster the local stack is deployed for (registered in moto's EKS)
 CONTEXT = {"clusterName": CLUSTER, "account": ACCOUNT, "region": REGION}
 ASSEMBLIES = ROOT / ".topogov" / "assembly"
+ASSEMBLIES_ENV = "TOPOGOV_ASSEMBLY_DIR"  # another place for them (a test that needs a synth of its own)
 ASSEMBLIES_KEPT = 3
 # What the template is made of: the CDK app, the function code and policy it packages, the pins of
 # the layer and of the CDK libraries and CLI.
@@ -80,36 +83,70 @@ def inputs_digest(context: Mapping[str, str] = CONTEXT, root: Path = ROOT) -> st
     return h.hexdigest()[:16]
 
 
+def assemblies() -> Path:
+    """Where the assemblies are kept: ``.topogov/assembly``, or ``$TOPOGOV_ASSEMBLY_DIR``."""
+    return Path(os.environ.get(ASSEMBLIES_ENV) or ASSEMBLIES)
+
+
 def assembled(context: Mapping[str, str] = CONTEXT) -> bool:
     """Whether :func:`assembly` has the app synthesized already for the sources as they are."""
-    return (ASSEMBLIES / inputs_digest(context) / "manifest.json").exists()
+    return (assemblies() / inputs_digest(context) / "manifest.json").exists()
 
 
-def assembly(context: Mapping[str, str] = CONTEXT, log: Path | None = None) -> Path:
+def assembly(
+    context: Mapping[str, str] = CONTEXT, log: Path | None = None, cancel: Cancellation | None = None
+) -> Path:
     """The cloud assembly of the app (``cdk synth``), made once per :func:`inputs_digest` and kept in
-    ``.topogov/assembly/<digest>``; concurrent callers wait for the one that synthesizes."""
+    ``.topogov/assembly/<digest>``; concurrent callers wait for the one that synthesizes. A ``cancel``
+    ends the wait for another process's synth and stops this one's at once."""
     key = inputs_digest(context)
-    target = ASSEMBLIES / key
+    root = assemblies()
+    target = root / key
     if (target / "manifest.json").exists():
         return target
-    with locked(ASSEMBLIES / ".lock"):
+    with _locked(root / ".lock", cancel):
         if (target / "manifest.json").exists():
             return target
-        tmp = ASSEMBLIES / f".{key}.tmp-{os.getpid()}"
+        tmp = root / f".{key}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         seed_assets(tmp)
-        cdk = Cdk("http://127.0.0.1:9", tmp, log or ASSEMBLIES / f"{key}.log")  # synth calls no AWS API
+        cdk = Cdk("http://127.0.0.1:9", tmp, log or root / f"{key}.log")  # synth calls no AWS API
+        if cancel is not None:
+            cancel.track(cdk)
         cdk.wait(cdk.synth(context))
         keep_assets(tmp)
         tmp.rename(target)
         kept = sorted(
-            (p for p in ASSEMBLIES.iterdir() if p.is_dir() and not p.name.startswith(".")),
+            (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
             key=lambda p: p.stat().st_mtime,
             reverse=True,
         )
         for old in kept[ASSEMBLIES_KEPT:]:
             shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+@contextlib.contextmanager
+def _locked(path: Path, cancel: Cancellation | None) -> Iterator[None]:
+    """The lock of :func:`topogov_local.cluster.build.locked`, taken without blocking and tried again
+    every 0.1 s, so that a ``cancel`` ends the wait for another process's synth."""
+    if cancel is None:
+        with locked(path):
+            yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                cancel.check()
+                time.sleep(0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -132,6 +169,34 @@ class Deployment:
         return {var: self.output(key) for var, key in OUTPUT_OF.items()}
 
 
+class Cancellation:
+    """A deployment's cancel: set once, it stops the CDK runs it tracks (the one under way at once,
+    any later one refused) and :meth:`check` raises from then on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: list[Cdk] = []
+        self.cancelled = False
+
+    def track(self, cdk: Cdk) -> Cdk:
+        with self._lock:
+            self._runs.append(cdk)
+            if self.cancelled:
+                cdk.cancel()
+        return cdk
+
+    def check(self) -> None:
+        if self.cancelled:
+            raise DeploymentError("cancelled")
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            runs = list(self._runs)
+        for cdk in runs:
+            cdk.cancel()
+
+
 class Deployer:
     """The deployment of one local stack, in two steps a worker thread runs while the stack starts:
     :meth:`prepare` (the assembly, ``cdk bootstrap``) and :meth:`deploy` (``cdk deploy``, once the
@@ -141,19 +206,19 @@ class Deployer:
         self.clients = clients
         self.dir = Path(directory)
         self.cdk: Cdk | None = None
-        self._cancelled = False
+        self._cancel = Cancellation()
 
     def prepare(self, aws_url: str) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        built = assembly(log=self.dir / "synth.log")
-        if self._cancelled:
-            raise DeploymentError("cancelled")
-        self.cdk = Cdk(aws_url, built, self.dir / "cdk.log")
+        built = assembly(log=self.dir / "synth.log", cancel=self._cancel)
+        self._cancel.check()
+        self.cdk = self._cancel.track(Cdk(aws_url, built, self.dir / "cdk.log"))
         self.cdk.bootstrap()
 
     def deploy(self) -> Deployment:
-        if self.cdk is None or self._cancelled:
-            raise DeploymentError("not prepared" if self.cdk is None else "cancelled")
+        if self.cdk is None:
+            raise DeploymentError("not prepared")
+        self._cancel.check()
         self.cdk.deploy_assembly()
         return read_deployment(self.clients, self.dir)
 
@@ -161,15 +226,14 @@ class Deployer:
         """Until ``event`` is set; a :meth:`cancel` or the timeout ends the wait with an error."""
         deadline = time.monotonic() + timeout_s
         while not event.wait(0.1):
-            if self._cancelled:
-                raise DeploymentError("cancelled")
+            self._cancel.check()
             if time.monotonic() > deadline:
                 raise DeploymentError(f"{what} not after {timeout_s:.0f} s")
 
     def cancel(self) -> None:
-        self._cancelled = True
-        if self.cdk is not None:
-            self.cdk.cancel()
+        """Stop the deployment wherever it is: the synth, ``cdk bootstrap`` or ``cdk deploy`` under
+        way is killed with its whole process tree (each CDK run is supervised), a wait ends."""
+        self._cancel.cancel()
 
 
 def read_deployment(clients: Clients, directory: Path) -> Deployment:

@@ -43,6 +43,17 @@ chase one update's path through several files. The sections below are its table 
    an SSM name.
 7. ``DeleteStack`` deletes an ``AWS::ApiGateway::RestApi`` (with it its resources, methods,
    deployments and stages); moto's model has no delete, so ``cdk destroy`` left the API behind.
+8. **A resource the service refuses fails the operation, and the stack rolls back**
+   (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stack-failure-options.html: "by
+   default, CloudFormation rolls back the stack to the last known stable state"; the statuses of
+   https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/view-stack-events.html). The
+   resource's event is ``CREATE_FAILED`` / ``UPDATE_FAILED`` with the service's refusal as a resource
+   handler reports it — ``Resource handler returned message: "<message> (Service: Lambda, Status
+   Code: 400, Request ID: ...)" (RequestToken: ..., HandlerErrorCode: InvalidRequest)`` — then a
+   stack created by the change set deletes what it created (``ROLLBACK_IN_PROGRESS`` "The following
+   resource(s) failed to create: [X]. Rollback requested by user." -> ``ROLLBACK_COMPLETE``) and an
+   update goes back to the previous template (``UPDATE_ROLLBACK_IN_PROGRESS`` ->
+   ``UPDATE_ROLLBACK_COMPLETE``). moto answered HTTP 500 and left the half-made stack as it was.
 
 ``LAST_UPDATES`` keeps, per stack name, what the last update did (created, replaced, updated in place,
 removed, retained): ``GET /_topogov/cloudformation/updates``.
@@ -329,35 +340,43 @@ def _resource_map_update(
         self._parsed_resources.pop(n, None)
     pending_create = [*plan["add"], *sorted(plan["replace"])]
     created: set[str] = set()
+    in_place = [n for n in plan["modify"] if n not in plan["replace"]]
+    pending = list(in_place)
 
     def create(n: str) -> None:
-        # what it DependsOn first (moto's map creates what a value refers to on first use)
+        # What it DependsOn or refers to first: a new resource sees what it refers to as updated
+        # (CloudFormation works in dependency order: a new AWS::Lambda::Version of a function whose
+        # layers change is published after the function's update, so with the new layers).
         if n in created:
             return
         created.add(n)
         depends = new_json[n].get("DependsOn") or []
-        for d in [depends] if isinstance(depends, str) else depends:
+        for d in sorted({*([depends] if isinstance(depends, str) else depends), *_references(new_json[n])}):
             if d in pending_create:
                 create(d)
+            elif d in pending:
+                try:
+                    self._parsed_resources[d] = _update_in_place(self, d, old_json[d], new_json[d])
+                    pending.remove(d)
+                except Exception as exc:  # retried below, in the order-free loop
+                    log.warning("in-place update of %s before %s failed: %s", d, n, exc, exc_info=True)
         _ = self[n]
 
     for n in pending_create:
         create(n)
-    in_place = [n for n in plan["modify"] if n not in plan["replace"]]
-    pending = list(in_place)
-    last: Exception | None = None
+    last: tuple[str, Exception] | None = None
     for _attempt in range(5):  # dependency order is not known: retry what failed
         for n in list(pending):
             try:
                 self._parsed_resources[n] = _update_in_place(self, n, old_json[n], new_json[n])
             except Exception as exc:
-                last = exc
+                last = (n, exc)
             else:
                 pending.remove(n)
         if not pending:
             break
     if pending and last is not None:
-        raise last
+        raise ResourceFailed(last[0], str(new_json[last[0]].get("Type")), last[1]) from last[1]
 
     retained: list[str] = []
 
@@ -392,6 +411,123 @@ def _resource_map_update(
         "updated_in_place": {n: new_json[n]["Type"] for n in in_place},
         "retained": retained,
     }
+
+
+# --- 8. a refused resource fails the operation and rolls back -------------------------------------
+class ResourceFailed(Exception):
+    """A resource of the template the service refused (its logical id, type and the refusal)."""
+
+    def __init__(self, logical_id: str, kind: str, cause: BaseException) -> None:
+        super().__init__(f"{logical_id} ({kind}): {cause}")
+        self.logical_id = logical_id
+        self.kind = kind
+        self.cause = cause
+
+
+# The service names of an SDK's refusal (AWS SDK for Java v2 service ids, as resource handlers say them)
+_SERVICE_OF = {"Lambda": "Lambda", "EKS": "Eks", "IAM": "Iam", "DynamoDB": "DynamoDb", "S3": "S3"}
+_HANDLER_ERROR = {400: "InvalidRequest", 403: "AccessDenied", 404: "NotFound", 409: "AlreadyExists"}
+_EKS_STATUS = {
+    "InvalidRequestException": 400,
+    "ResourceNotFoundException": 404,
+    "ResourceInUseException": 409,
+}
+
+
+def refusal_of(exc: BaseException) -> tuple[str, int]:
+    """``(message, HTTP status)`` of a service's refusal raised inside moto."""
+    from topogov_local import moto_eks
+
+    if isinstance(exc, moto_eks.EksError):
+        return str(exc), _EKS_STATUS.get(exc.code, 400)
+    description = getattr(exc, "description", None)
+    message = getattr(exc, "message", None)
+    if not message and isinstance(description, str):
+        try:
+            message = json.loads(description).get("message")
+        except (ValueError, AttributeError):
+            message = description
+    status = getattr(exc, "code", 500)
+    return str(message or exc), status if isinstance(status, int) else 500
+
+
+def handler_reason(kind: str, exc: BaseException) -> str:
+    """The ``ResourceStatusReason`` CloudFormation gives a resource its service refused."""
+    import uuid
+
+    message, status = refusal_of(exc)
+    service = _SERVICE_OF.get(kind.split("::")[1], kind.split("::")[1]) if kind.count("::") == 2 else kind
+    return (
+        f'Resource handler returned message: "{message} (Service: {service}, Status Code: {status}, '
+        f'Request ID: {uuid.uuid4()})" (RequestToken: {uuid.uuid4()}, '
+        f"HandlerErrorCode: {_HANDLER_ERROR.get(status, 'GeneralServiceException')})"
+    )
+
+
+def _patch_resource_failures() -> None:
+    """Name the resource whose creation the service refused (:class:`ResourceFailed`)."""
+    import moto.cloudformation.parsing as parsing
+
+    original = parsing.parse_and_create_resource
+
+    def parse_and_create_resource(
+        logical_id: str, resource_json: dict[str, Any], *args: Any, **kw: Any
+    ) -> Any:
+        try:
+            return original(logical_id, resource_json, *args, **kw)
+        except ResourceFailed:
+            raise
+        except Exception as exc:
+            raise ResourceFailed(logical_id, str(resource_json.get("Type")), exc) from exc
+
+    parsing.parse_and_create_resource = parse_and_create_resource
+
+
+def _resource_event(stack: Any, logical_id: str, kind: str, status: str, reason: str | None = None) -> None:
+    from moto.cloudformation.models import Event
+
+    parsed = stack.resource_map._parsed_resources.get(logical_id)
+    stack.events.append(
+        Event(
+            stack_id=stack.stack_id,
+            stack_name=stack.name,
+            logical_resource_id=logical_id,
+            physical_resource_id=_physical_id(parsed) or "",
+            resource_type=kind,
+            resource_status=status,
+            resource_status_reason=reason,
+            resource_properties=None,
+        )
+    )
+
+
+def roll_back(
+    stack: Any, kind: str, failure: ResourceFailed, previous_template: dict[str, Any] | None
+) -> None:
+    """Rule 8: the failed resource's event, then the stack back to where it was."""
+    verb = "create" if kind == "CREATE" else "update"
+    _resource_event(
+        stack, failure.logical_id, failure.kind, f"{kind}_FAILED", handler_reason(failure.kind, failure.cause)
+    )
+    prefix = "ROLLBACK" if kind == "CREATE" else "UPDATE_ROLLBACK"
+    stack._add_stack_event(
+        f"{prefix}_IN_PROGRESS",
+        resource_status_reason=f"The following resource(s) failed to {verb}: [{failure.logical_id}]. "
+        + ("Rollback requested by user." if kind == "CREATE" else ""),
+    )
+    stack.status = f"{prefix}_IN_PROGRESS"
+    try:
+        if kind == "CREATE":
+            stack.resource_map.delete()
+        elif previous_template is not None:
+            _resource_map_update(stack.resource_map, previous_template)
+    except Exception as exc:
+        log.warning("rollback of %s failed: %s", stack.name, exc, exc_info=True)
+        stack._add_stack_event(f"{prefix}_FAILED", resource_status_reason=str(exc))
+        stack.status = f"{prefix}_FAILED"
+        return
+    stack._add_stack_event(f"{prefix}_COMPLETE")
+    stack.status = f"{prefix}_COMPLETE"
 
 
 # --- 2. properties moto drops --------------------------------------------------------------------
@@ -1112,6 +1248,7 @@ def install() -> None:
     RestAPI.delete = delete_rest_api  # type: ignore[attr-defined]
 
     ResourceMap.update = _resource_map_update  # type: ignore[method-assign]
+    _patch_resource_failures()
     models.ChangeSet.diff = _changeset_changes  # type: ignore[method-assign,assignment]
 
     original_execute = models.CloudFormationBackend.execute_change_set
@@ -1120,11 +1257,21 @@ def install() -> None:
         change_set = self.change_sets.get(change_set_name) or next(
             (c for c in self.change_sets.values() if c.change_set_name == change_set_name), None
         )
+        stack = self.stacks.get(change_set.stack_id) if change_set is not None else None
+        previous = None
+        if stack is not None and change_set is not None and change_set.change_set_type != "CREATE":
+            previous = dict(stack.template_dict)
         try:
             original_execute(self, change_set_name, stack_name)
+        except ResourceFailed as failure:
+            assert change_set is not None and stack is not None
+            roll_back(stack, change_set.change_set_type, failure, previous)
+            stack.status_reason = handler_reason(failure.kind, failure.cause)
+            change_set.execution_status = "EXECUTE_FAILED"
+            return
         except Exception as exc:
             # CloudFormation fails the operation and says why (moto answered HTTP 500, which SDKs
-            # retry against a half-applied stack). No rollback is modelled.
+            # retry against a half-applied stack).
             if change_set is None:
                 raise
             stack = self.stacks[change_set.stack_id]

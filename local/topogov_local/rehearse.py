@@ -24,12 +24,15 @@ stack read back through the services' own APIs, and least privilege observed (``
 from __future__ import annotations
 
 import base64
+import contextlib
 import fnmatch
 import io
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 import urllib.request
 import zipfile
@@ -40,7 +43,14 @@ from typing import Any, Protocol
 
 import yaml
 
-from topogov_local.processes import ManagedProcess, free_port, python_module, wait_until
+from topogov_local.processes import (
+    ManagedProcess,
+    free_port,
+    python_module,
+    record_child,
+    supervised,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account
@@ -161,6 +171,16 @@ class Emulator:
 
 
 # --- the CDK CLI -------------------------------------------------------------------------------------
+_CDK_STARTS = threading.Lock()  # a run's start and a cancel, one at a time
+
+
+def _stop_tree(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to a run's supervisor: it SIGKILLs the CLI's tree and exits."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+
+
 @dataclass
 class CdkRun:
     args: list[str]
@@ -180,12 +200,18 @@ class Cdk:
         self.log = Path(log)
         self.runs: list[CdkRun] = []
         self.current: subprocess.Popen[str] | None = None  # the run under way, if any
+        self.cancelled = False
 
     def cancel(self) -> None:
-        """Kill the run under way (its caller's :meth:`wait` then raises)."""
-        proc = self.current
-        if proc is not None and proc.poll() is None:
-            proc.kill()
+        """Stop the run under way and refuse any later one (its caller's :meth:`wait` then raises).
+        Each run is the CLI under the supervisor of :func:`topogov_local.processes.supervised`, so a
+        SIGTERM to it takes the CLI's whole tree at once (node, the app's python, jsii's node): the
+        pipe closes and :meth:`wait` returns within milliseconds, not when a synth would have ended."""
+        with _CDK_STARTS:
+            self.cancelled = True
+            proc = self.current
+        if proc is not None:
+            _stop_tree(proc)
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
@@ -213,25 +239,35 @@ class Cdk:
     def start(self, *args: str) -> subprocess.Popen[str]:
         """Start ``cdk <args>`` (for a run that overlaps other work); finish it with :meth:`wait`."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(
-            [str(CDK), *args],
-            cwd=ROOT,
-            env=self.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        proc.topogov_started = time.monotonic()  # type: ignore[attr-defined]
-        proc.topogov_args = list(args)  # type: ignore[attr-defined]
-        self.current = proc
+        argv = supervised([str(CDK), *args])
+        with _CDK_STARTS:  # a cancel() either sees this run or refuses it
+            if self.cancelled:
+                raise RehearsalError(f"cdk {' '.join(args)}: cancelled")
+            proc = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env=self.env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,  # a terminal's Ctrl-C is the stack's to handle, not the CLI's
+            )
+            record_child(proc.pid, argv)
+            proc.topogov_started = time.monotonic()  # type: ignore[attr-defined]
+            proc.topogov_args = list(args)  # type: ignore[attr-defined]
+            self.current = proc
         return proc
 
     def wait(self, proc: subprocess.Popen[str], timeout_s: float = 900) -> CdkRun:
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _stop_tree(proc)
             output, _ = proc.communicate()
+        except BaseException:  # a stop signal raised in this thread: the CLI's tree goes too
+            _stop_tree(proc)
+            raise
         finally:
             if self.current is proc:
                 self.current = None

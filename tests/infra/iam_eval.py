@@ -151,3 +151,22 @@ def allows(document: dict[str, Any], req: Request) -> bool:
     if any(st["Effect"] == "Deny" and statement_matches(st, req) for st in statements):
         return False
     return any(st["Effect"] == "Allow" and statement_matches(st, req) for st in statements)
+
+
+def denies(document: dict[str, Any], req: Request) -> bool:
+    return any(st["Effect"] == "Deny" and statement_matches(st, req) for st in _list(document["Statement"]))
+
+
+def api_gateway_lets_in(
+    resource_policy: dict[str, Any], identity_allows: bool, req: Request, api_account: str
+) -> bool:
+    """API Gateway's decision for an IAM-authorized method with a resource policy (API Gateway
+    Developer Guide, "How API Gateway resource policies affect authorization workflow", table
+    "API Gateway resource policy and IAM policy"): an explicit deny in either ends it; a caller of the
+    API's own account is let in when its IAM policy or the resource policy allows, a caller of another
+    account only when both do. ``identity_allows``: the caller's own IAM policies allow the call."""
+    if denies(resource_policy, req):
+        return False
+    resource_allows = allows(resource_policy, req)
+    same_account = req.context.get("aws:PrincipalAccount") == api_account
+    return (identity_allows or resource_allows) if same_account else (identity_allows and resource_allows)

@@ -100,7 +100,7 @@ def test_the_deployed_methods_are_the_applications_routes(template):
 
 def test_every_method_requires_aws_iam(template):
     methods = template.find_resources("AWS::ApiGateway::Method")
-    assert len(methods) == 8
+    assert len(methods) == 9  # every route of docs/openapi.json
     for m in methods.values():
         assert m["Properties"]["AuthorizationType"] == "AWS_IAM"
         assert "RequestValidatorId" in m["Properties"]
@@ -114,13 +114,17 @@ def test_stage_throttling_access_logs_and_tracing(template):
     assert settings["/~1v1~1jobs POST"]["ThrottlingRateLimit"] == 10
 
 
-def test_reconcile_function_never_overlaps_and_has_a_dead_letter_queue(template):
-    fns = template.find_resources(
-        "AWS::Lambda::Function", {"Properties": {"Handler": "topogov.handlers.reconcile.handler"}}
-    )
-    (fn,) = fns.values()
-    props = fn["Properties"]
-    assert props["ReservedConcurrentExecutions"] == 1 and props["Timeout"] == 900
+def _functions(template):
+    fns = template.find_resources("AWS::Lambda::Function")
+    return {v["Properties"]["Handler"].split(".")[2]: v["Properties"] for v in fns.values()}
+
+
+def test_reconcile_function_reserves_nothing_and_has_a_dead_letter_queue(template):
+    """One pass at a time is a lease (tests/integration/test_reconcile_lease.py), not reserved
+    concurrency 1: Lambda keeps 100 executions unreserved, so an account whose limit is below 101
+    (a new account's can be 10) was refused the stack."""
+    props = _functions(template)["reconcile"]
+    assert "ReservedConcurrentExecutions" not in props and props["Timeout"] == 900
     assert props["Runtime"] == "python3.12" and props["Architectures"] == ["x86_64"]
     assert "DeadLetterConfig" in props and props["TracingConfig"]["Mode"] == "Active"
     template.has_resource_properties("AWS::Lambda::EventInvokeConfig", {"MaximumRetryAttempts": 2})
@@ -245,7 +249,7 @@ def test_a_private_cluster_puts_the_functions_in_its_vpc():
 
 # --- alarms that can notify, and who may call the API (issue 11, items 2 and 5) -----------------------
 
-from .iam_eval import Request, Resolver, allows  # noqa: E402
+from .iam_eval import Request, Resolver, allows, api_gateway_lets_in, denies  # noqa: E402
 
 
 def _resolver(template) -> Resolver:
@@ -303,38 +307,59 @@ def test_every_alarm_action_reaches_a_topic_cloudwatch_may_publish_to_through_it
             assert not allows(key_doc, Request("kms:Encrypt", key_arn, cloudwatch, context=ctx))
 
 
-def test_the_api_takes_callers_of_this_account_only_or_of_the_organisation(template):
-    """API Gateway evaluates the resource policy with IAM auth: a principal of another account is let
-    through only when the resource policy allows it (API Gateway Developer Guide,
-    apigateway-authorization-flow.html). The policy names this account; by context, an organisation."""
+def test_same_account_callers_need_their_own_iam_grant_and_others_are_denied(template):
+    """API Gateway with IAM auth lets a caller of the API's own account in when its IAM policy *or* the
+    resource policy allows it (API Gateway Developer Guide, apigateway-authorization-flow.html): a
+    resource policy that *allowed* the whole account let every principal of it in with no grant of its
+    own. The policy now only denies what is outside the account (or the organisation, by context)."""
     resolve = _resolver(template)
     ((api_id, api),) = template.find_resources("AWS::ApiGateway::RestApi").items()
     policy = resolve(api["Properties"]["Policy"])
     method = f"arn:aws:execute-api:us-west-2:111122223333:{api_id}/prod/POST/v1/jobs"
-    mine = "arn:aws:iam::111122223333:role/TeamA"
-    theirs = "arn:aws:iam::999988887777:role/TeamA"
-    assert allows(
-        policy,
-        Request(
-            "execute-api:Invoke", method, principal_arn=mine, context={"aws:PrincipalAccount": "111122223333"}
-        ),
-    )
-    assert not allows(
-        policy,
-        Request(
-            "execute-api:Invoke",
-            method,
-            principal_arn=theirs,
-            context={"aws:PrincipalAccount": "999988887777"},
-        ),
-    )
+    mine = Request("execute-api:Invoke", method, principal_arn="arn:aws:iam::111122223333:role/TeamA",
+                   context={"aws:PrincipalAccount": "111122223333"})  # fmt: skip
+    theirs = Request("execute-api:Invoke", method, principal_arn="arn:aws:iam::999988887777:role/TeamA",
+                     context={"aws:PrincipalAccount": "999988887777"})  # fmt: skip
+    # Given a principal of this account with no IAM grant of execute-api:Invoke: refused
+    assert not api_gateway_lets_in(policy, False, mine, "111122223333")
+    # with the grant: let in
+    assert api_gateway_lets_in(policy, True, mine, "111122223333")
+    # another account's principal, even with a grant of its own: refused by the explicit deny
+    assert not api_gateway_lets_in(policy, True, theirs, "111122223333")
+    assert denies(policy, theirs)
+
     _, org = synth({"topogov:apiOrganizationId": "o-abcdefghij"})
     ((_, org_api),) = org.find_resources("AWS::ApiGateway::RestApi").items()
     org_policy = _resolver(org)(org_api["Properties"]["Policy"])
     in_org = {"aws:PrincipalAccount": "999988887777", "aws:PrincipalOrgID": "o-abcdefghij"}
-    assert allows(org_policy, Request("execute-api:Invoke", method, principal_arn=theirs, context=in_org))
+    member = Request("execute-api:Invoke", method, principal_arn=theirs.principal_arn, context=in_org)
     out = {"aws:PrincipalAccount": "999988887777", "aws:PrincipalOrgID": "o-zzzzzzzzzz"}
-    assert not allows(org_policy, Request("execute-api:Invoke", method, principal_arn=theirs, context=out))
+    stranger = Request("execute-api:Invoke", method, principal_arn=theirs.principal_arn, context=out)
+    home = {"aws:PrincipalAccount": "111122223333", "aws:PrincipalOrgID": "o-abcdefghij"}
+    local = Request("execute-api:Invoke", method, principal_arn=mine.principal_arn, context=home)
+    # another account of the organisation: its own grant and the resource policy's allow
+    assert api_gateway_lets_in(org_policy, True, member, "111122223333")
+    assert not api_gateway_lets_in(org_policy, False, member, "111122223333")
+    # outside the organisation: denied whatever it holds
+    assert not api_gateway_lets_in(org_policy, True, stranger, "111122223333")
+    # this account still needs its own grant in organisation mode
+    assert not api_gateway_lets_in(org_policy, False, local, "111122223333")
+    assert api_gateway_lets_in(org_policy, True, local, "111122223333")
+
+
+def test_the_api_is_named_per_stack_and_its_alarms_count_it_alone(template):
+    """API Gateway's metrics are dimensioned by ApiName: an API named "RestApi" (CDK's default, the
+    construct id) shares its alarms and dashboard with every other API of that name in the account."""
+    ((_, api),) = template.find_resources("AWS::ApiGateway::RestApi").items()
+    assert api["Properties"]["Name"] == "Topogov-api"
+    api_alarms = [
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("Namespace") == "AWS/ApiGateway"
+    ]
+    assert api_alarms
+    for alarm in api_alarms:
+        assert {"Name": "ApiName", "Value": "Topogov-api"} in alarm["Dimensions"], alarm
 
 
 def test_the_account_wide_api_gateway_logging_role_is_opt_in(template):
@@ -414,3 +439,125 @@ def test_each_functions_environment_is_its_settings_model_written_out(synthesize
         ]  # fmt: skip
         variables = fn["Properties"]["Environment"]["Variables"]
         assert {k for k in variables if k.startswith("TOPOGOV_")} == set(env)
+
+
+def test_reservations_are_optional_and_a_small_account_needs_none():
+    """``topogov:apiReservedConcurrency=0`` reserves nothing: with the reconcile function's lease,
+    the stack then reserves no concurrency at all (Lambda Developer Guide, "Configuring reserved
+    concurrency": at least 100 executions stay unreserved)."""
+    _, default = synth()
+    assert _functions(default)["api"]["ReservedConcurrentExecutions"] == 25
+    _, none = synth({"topogov:apiReservedConcurrency": "0"})
+    assert all("ReservedConcurrentExecutions" not in f for f in _functions(none).values())
+    with pytest.raises(DeployConfigError, match="topogov:apiReservedConcurrency"):
+        DeployConfig.from_context({**CONTEXT, "topogov:apiReservedConcurrency": "-1"}.get)
+
+
+VPC = {
+    "topogov:vpcId": "vpc-0123456789abcdef0",
+    "topogov:subnetIds": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+    "topogov:securityGroupId": "sg-0123456789abcdef0",
+}
+ENI_ACTIONS = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+}
+
+
+def _role_actions(template, handler_module):
+    """Every action the role of the function whose handler is in ``handler_module`` is granted."""
+    (props,) = [p for h, p in _functions(template).items() if h == handler_module]
+    role = props["Role"]["Fn::GetAtt"][0]
+    granted = set()
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        if {"Ref": role} in policy["Properties"]["Roles"]:
+            for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+                granted |= set(st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+    return granted
+
+
+def test_in_a_vpc_both_roles_may_create_the_functions_network_interfaces():
+    """Lambda refuses a VPC function whose execution role cannot manage its ENIs ("The provided
+    execution role does not have permissions to call CreateNetworkInterface on EC2"; Lambda Developer
+    Guide, VPC execution role permissions). CDK adds AWSLambdaVPCAccessExecutionRole only to roles it
+    creates, and the stack passes its own."""
+    _, plain = synth()
+    _, vpc = synth(VPC)
+    for handler in ("api", "reconcile"):
+        assert not ENI_ACTIONS & _role_actions(plain, handler)
+        assert _role_actions(vpc, handler) >= ENI_ACTIONS, handler
+        (props,) = [p for h, p in _functions(vpc).items() if h == handler]
+        assert len(props["VpcConfig"]["SubnetIds"]) == 2
+    # the functions wait for the policy that grants it: Lambda checks the role when it creates them
+    fns = vpc.find_resources("AWS::Lambda::Function")
+    policies = set(vpc.find_resources("AWS::IAM::Policy"))
+    assert all(set(f.get("DependsOn", [])) & policies for f in fns.values())
+
+
+def test_a_change_of_the_layer_alone_publishes_a_new_api_version():
+    """With ``@aws-cdk/aws-lambda:recognizeLayerVersion`` off (CDK's default when cdk.json does not
+    set it), a function's version hash ignores its layers: a dependency-only update (a security bump in
+    requirements/runtime.txt) changed the layer but published no version, and the alias ``live``
+    kept serving the old dependencies. The stack sets the flag itself, so every synth (the CDK CLI,
+    the tests, the local stack) hashes the layer too."""
+    from aws_cdk import aws_lambda as lambda_
+
+    from infra.stack import TopogovStack
+
+    def version_id(layer_dir):
+        app = cdk.App(context={**CONTEXT, "aws:cdk:bundling-stacks": []})
+        config = DeployConfig.from_context(app.node.try_get_context)
+        stack = TopogovStack(app, "Topogov", config=config, teams=["team-a"],
+                             layer_code=lambda_.Code.from_asset(str(layer_dir)))  # fmt: skip
+        (vid,) = Template.from_stack(stack).find_resources("AWS::Lambda::Version")
+        return vid
+
+    root = Path(__file__).resolve().parents[2]
+    first = version_id(root / "requirements")
+    second = version_id(root / "deploy")  # other content: another layer asset
+    assert first != second
+    assert version_id(root / "requirements") == first  # and the same layer, the same version
+
+
+@pytest.mark.parametrize(
+    ("region", "lacks"),
+    [
+        ("ap-east-2", "Lambda SnapStart"),
+        ("ca-west-1", "DescribeInstanceTopology"),
+        ("eu-south-1", "Describe"),
+    ],
+)
+def test_a_region_without_instance_topology_or_snapstart_is_refused_at_synth(region, lacks):
+    """CloudFormation would create most of the stack there, and the labeler (no DescribeInstanceTopology)
+    or the API's published version (no SnapStart) would fail only once deployed."""
+    with pytest.raises(DeployConfigError) as refused:
+        DeployConfig.from_context({**CONTEXT, "topogov:region": region}.get)
+    message = str(refused.value)
+    assert "topogov:region: " in message and "Value error" not in message
+    assert lacks in message and region in message
+    assert "us-west-2" in message  # and where it can run instead
+    assert DeployConfig.from_context({**CONTEXT, "topogov:region": "eu-west-1"}.get).region == "eu-west-1"
+
+
+def test_without_a_region_in_context_the_profiles_region_is_checked(monkeypatch):
+    """The CDK CLI gives an environment-agnostic app the profile's Region as CDK_DEFAULT_REGION."""
+    context = {k: v for k, v in CONTEXT.items() if k not in ("topogov:region", "topogov:account")}
+    monkeypatch.setenv("CDK_DEFAULT_REGION", "ap-east-2")
+    app = cdk.App(context={**context, "aws:cdk:bundling-stacks": []})
+    with pytest.raises(DeployConfigError, match=r"the deploy Region .*'ap-east-2'.*SnapStart"):
+        appmod.build(app)
+
+
+def test_how_often_adopted_labels_are_verified_is_a_deploy_setting():
+    """``topogov:labelVerifyAfter`` (seconds, default a day) reaches the reconcile function as
+    ``TOPOGOV_VERIFY_AFTER_S``: how often an answer adopted from EKS's own labels is asked of EC2."""
+    env = _functions(synth()[1])["reconcile"]["Environment"]["Variables"]
+    assert env["TOPOGOV_VERIFY_AFTER_S"] in ("86400", "86400.0")
+    env = _functions(synth({"topogov:labelVerifyAfter": "3600"})[1])["reconcile"]["Environment"]["Variables"]
+    assert env["TOPOGOV_VERIFY_AFTER_S"] in ("3600", "3600.0")
+    with pytest.raises(DeployConfigError, match="topogov:labelVerifyAfter"):
+        DeployConfig.from_context({**CONTEXT, "topogov:labelVerifyAfter": "10"}.get)

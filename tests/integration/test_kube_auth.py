@@ -55,6 +55,9 @@ def test_endpoint_and_ca_come_from_describe_cluster_and_the_client_sends_a_fresh
         name="gpu",
         roleArn="arn:aws:iam::123456789012:role/eks",
         resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+        accessConfig={
+            "authenticationMode": "API_AND_CONFIG_MAP"
+        },  # access entries need it (EKS's default: CONFIG_MAP)
     )
     endpoint = describe_cluster(eks, "gpu")
     assert endpoint.endpoint.startswith("https://")
@@ -77,23 +80,15 @@ def test_endpoint_and_ca_come_from_describe_cluster_and_the_client_sends_a_fresh
 def test_a_config_map_only_cluster_is_a_clear_error_with_the_fix(aws_url):
     """Access entries (how the stack grants the roles) need authentication mode API or
     API_AND_CONFIG_MAP (EKS User Guide, grant-k8s-access.html). DescribeCluster reports the mode in
-    ``accessConfig``; moto's EKS does not, so botocore's Stubber answers as EKS does."""
-    from botocore.stub import Stubber
-
+    ``accessConfig``; a cluster the EKS API creates without one is CONFIG_MAP (the emulator keeps the
+    mode as EKS does: topogov_local.moto_eks)."""
     from topogov.domain.errors import ConfigError
 
     eks = aws_client(aws_url, "eks")
-    cluster = {
-        "name": "old",
-        "endpoint": "https://old.example",
-        "certificateAuthority": {"data": "Y2E="},
-        "accessConfig": {"authenticationMode": "CONFIG_MAP"},
-    }
-    stub = Stubber(eks)
-    stub.add_response("describe_cluster", {"cluster": cluster}, {"name": "old"})
-    with stub, pytest.raises(ConfigError, match="authenticationMode=API_AND_CONFIG_MAP"):
+    eks.create_cluster(
+        name="old", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": []}
+    )
+    with pytest.raises(ConfigError, match="authenticationMode=API_AND_CONFIG_MAP"):
         describe_cluster(eks, "old")
-    cluster["accessConfig"]["authenticationMode"] = "API_AND_CONFIG_MAP"
-    stub.add_response("describe_cluster", {"cluster": cluster}, {"name": "old"})
-    with stub:
-        assert describe_cluster(eks, "old").endpoint == "https://old.example"
+    eks.update_cluster_config(name="old", accessConfig={"authenticationMode": "API_AND_CONFIG_MAP"})
+    assert describe_cluster(eks, "old").endpoint.startswith("https://")

@@ -31,6 +31,21 @@ def render(report: dict[str, Any]) -> list[str]:
             out.append(f"  kept (Retain) instead of deleted: {', '.join(upgrade['retained'])}")
         for name, kind in (upgrade.get("updated_in_place") or {}).items():
             out.append(f"  updated in place {kind} {name}")
+    layer = report.get("layer_only_upgrade") or {}
+    if layer:
+        live = layer.get("live") or {}
+        out.append(
+            f"layer-only upgrade: replaced {', '.join(layer.get('replaced') or []) or 'nothing'}; "
+            f"added {', '.join(layer.get('added') or []) or 'nothing'}; "
+            f"live {live.get('before')} -> {live.get('after')}"
+        )
+    private = report.get("private_new_account") or {}
+    if private:
+        runs = ", ".join(f"{k} {v}" for k, v in (private.get("cdk_seconds") or {}).items())
+        out.append(
+            f"private variant, {private.get('concurrency_limit')}-execution account: {private.get('status')} "
+            f"(cdk CLI runs (s): {runs})"
+        )
     destroy = report.get("destroy") or {}
     if destroy:
         out.append(f"destroy: retained {', '.join(destroy.get('retained') or []) or 'nothing'}")

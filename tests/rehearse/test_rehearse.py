@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.rehearse import scenario
+from tests.rehearse import scenario, variants
 from tests.rehearse.conftest import CLUSTER, FULL, ROOT, Lifecycle
 from topogov.adapters.tables import COUNTERS, IDEMPOTENCY, LEDGER
 from topogov_local import fleet
@@ -99,14 +99,18 @@ RBAC_JUSTIFIED: dict[str, str] = {
 }
 
 
+def _upgraded_policy_text() -> str:
+    text = (ROOT / "teams.yaml").read_text()
+    assert text.count("fairShareWeight: 2\n") == 1
+    return text.replace("fairShareWeight: 2\n", "fairShareWeight: 3\n")
+
+
 def _upgrade_policy(directory: Path) -> Path:
     """teams.yaml with team-c's fair-share weight changed: new function code, as a release ships.
     (Inside the repository, under the ignored .topogov/: the function asset is hashed by repo path.)"""
-    text = (ROOT / "teams.yaml").read_text()
-    assert text.count("fairShareWeight: 2\n") == 1
     path = ROOT / ".topogov" / "rehearse" / f"teams-upgrade-{directory.name}-{os.getpid()}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.replace("fairShareWeight: 2\n", "fairShareWeight: 3\n"))
+    path.write_text(_upgraded_policy_text())
     return path
 
 
@@ -118,11 +122,11 @@ def life(tmp_path_factory: Any, rehearse_report: dict[str, Any]) -> Any:
     directory = tmp_path_factory.mktemp("rehearse")
     lc = Lifecycle(directory)
     emulator = Emulator(directory / "aws").start()
-    cluster = endpoint = None
-    cdk = Cdk(emulator.url, directory / "cdk.out", directory / "cdk.log")
-    lc.cdk, lc.emulator = cdk, emulator  # type: ignore[attr-defined]
-    cf = emulator.client("cloudformation")
+    cluster = endpoint = cdk = None
     try:
+        cdk = Cdk(emulator.url, directory / "cdk.out", directory / "cdk.log")
+        lc.cdk, lc.emulator = cdk, emulator  # type: ignore[attr-defined]
+        cf = emulator.client("cloudformation")
         seed_assets(cdk.out)
         synth = cdk.synth(CONTEXT)  # the first synth overlaps the cluster's start
         cluster = ControlPlane(directory / "cluster", audit_log=directory / "audit.log").start()
@@ -145,6 +149,9 @@ def life(tmp_path_factory: Any, rehearse_report: dict[str, Any]) -> Any:
         lc.add("deploy", lambda: (cdk.deploy_assembly(), stack_state(cf))[1])
         lc.add("least privilege", lambda: _least_privilege(lc, emulator, cluster, directory, rehearse_report))
         lc.add("upgrade", lambda: _upgrade(lc, emulator, cdk, directory, rehearse_report))
+        lc.add(
+            "layer-only upgrade", lambda: _layer_only_upgrade(lc, emulator, cdk, directory, rehearse_report)
+        )
         lc.add("destroy", lambda: _destroy(lc, emulator, cdk, rehearse_report))
         yield lc
         if FULL:
@@ -153,7 +160,9 @@ def life(tmp_path_factory: Any, rehearse_report: dict[str, Any]) -> Any:
         rehearse_report["cdk_seconds"] = {
             f"{r.args[0]} #{i}": round(r.seconds, 1) for i, r in enumerate(cdk.runs, 1)
         }
-    finally:
+    finally:  # whatever failed, nothing started here outlives the module: a CDK run under way neither
+        if cdk is not None:
+            cdk.cancel()
         if endpoint is not None:
             endpoint.stop()
         if cluster is not None:
@@ -301,10 +310,44 @@ def _upgrade(lc: Lifecycle, emulator: Emulator, cdk: Cdk, directory: Path, repor
     }
 
 
+def _layer_only_upgrade(
+    lc: Lifecycle, emulator: Emulator, cdk: Cdk, directory: Path, report: dict[str, Any]
+) -> Any:
+    """``cdk deploy`` of the upgraded app with only ``requirements/runtime.txt`` changed (a copy of the
+    app: :func:`tests.rehearse.variants.app_copy`), the upgrade's context and policy otherwise."""
+    up = lc.phases["upgrade"].get()
+    cf, fns = emulator.client("cloudformation"), emulator.client("lambda")
+    before = stack_state(cf)
+    api = before.resources[before.logical("AWS::Lambda::Function", "Api")][1]
+    live_before = variants.live_version(fns, api)
+    app, policy = variants.app_copy(directory, Path(up["context"]["policyFile"]), _upgraded_policy_text())
+    context = {**up["context"], "policyFile": str(policy)}
+    seed_assets(cdk.out)
+    cdk.run(
+        "deploy", STACK, "--app", variants.app_command(app), "--output", str(cdk.out),
+        "--require-approval", "never", *Cdk.context_args(context),
+    )  # fmt: skip
+    keep_assets(cdk.out)
+    after = stack_state(cf)
+    update = emulator.cloudformation_updates()[STACK]
+    report["layer_only_upgrade"] = {
+        "replaced": sorted(update["replaced"]),
+        "added": sorted(update["added"]),
+        "live": {"before": live_before[0], "after": variants.live_version(fns, api)[0]},
+    }
+    return {
+        "before": before,
+        "after": after,
+        "update": update,
+        "api": api,
+        "live": (live_before, variants.live_version(fns, api)),
+    }
+
+
 def _destroy(lc: Lifecycle, emulator: Emulator, cdk: Cdk, report: dict[str, Any]) -> Any:
     from topogov_local.rehearse import resource_exists
 
-    state = lc.phases["upgrade"].get()["after"]
+    state = lc.phases["layer-only upgrade"].get()["after"]
     cdk.destroy()
     cf = emulator.client("cloudformation")
     stacks = [s for s in cf.list_stacks()["StackSummaries"] if s["StackName"] == STACK]
@@ -416,10 +459,8 @@ def test_each_function_has_its_runtime_handler_layer_and_environment(life: Lifec
         assert package.read("policy/teams.yaml") == (ROOT / "teams.yaml").read_bytes()
         assert "topogov/handlers/" + handler.split(".")[2] + ".py" in package.namelist()
     reconcile = _function(life, "Reconciler")
-    assert (
-        reconcile["Configuration"]["Timeout"] == 900
-        and reconcile["Concurrency"]["ReservedConcurrentExecutions"] == 1
-    )
+    # one pass at a time by a lease, not reserved concurrency (which a small account cannot grant)
+    assert reconcile["Configuration"]["Timeout"] == 900 and "Concurrency" not in reconcile
     queue = state.physical("AWS::SQS::Queue")
     assert reconcile["Configuration"]["DeadLetterConfig"]["TargetArn"].endswith(
         ":" + queue.rsplit("/", 1)[-1]
@@ -429,6 +470,7 @@ def test_each_function_has_its_runtime_handler_layer_and_environment(life: Lifec
     assert invoke["MaximumRetryAttempts"] == 2 and invoke["MaximumEventAgeInSeconds"] == 3600
     api = _function(life, "Api")
     assert api["Configuration"]["Timeout"] == 29
+    assert api["Concurrency"]["ReservedConcurrentExecutions"] == 25  # apiReservedConcurrency's default
     assert (
         ApiSettings.from_env(api["Configuration"]["Environment"]["Variables"]).idempotency_table
         == tables["Idempotency"]
@@ -685,6 +727,34 @@ def test_the_upgrade_applied_the_new_settings_and_code(life: Lifecycle) -> None:
         restApiId=after.physical("AWS::ApiGateway::RestApi"), stageName="prod"
     )
     assert stage["methodSettings"]["*/*"]["throttlingRateLimit"] == 40
+
+
+# --- a dependency-only release -------------------------------------------------------------------------
+def test_a_layer_only_change_replaces_the_layer_and_nothing_of_the_functions_code(life: Lifecycle) -> None:
+    up = life.phases["layer-only upgrade"].get()
+    before, after = up["before"], up["after"]
+    # the layer is new (its content changed: CloudFormation replaces a LayerVersion)
+    assert after.physical("AWS::Lambda::LayerVersion") != before.physical("AWS::Lambda::LayerVersion")
+    # and the functions' code packages are the ones deployed before
+    for prefix in ("Reconciler", "Api"):
+        logical = after.logical("AWS::Lambda::Function", prefix)
+        code = [s.template["Resources"][logical]["Properties"]["Code"] for s in (before, after)]
+        assert code[0] == code[1], prefix
+        assert after.resources[logical][1] == before.resources[logical][1], prefix  # updated in place
+
+
+def test_a_layer_only_change_publishes_a_new_api_version_and_moves_live_to_it(life: Lifecycle) -> None:
+    """With ``@aws-cdk/aws-lambda:recognizeLayerVersion`` off, the version's logical id ignores the
+    layers: no version is published and the SnapStart alias ``live`` keeps the old dependencies."""
+    up = life.phases["layer-only upgrade"].get()
+    (version_before, layers_before), (version_after, layers_after) = up["live"]
+    layer = up["after"].physical("AWS::Lambda::LayerVersion")
+    assert layers_before != [layer]
+    assert version_after != version_before, "live still points at the version with the old layer"
+    assert layers_after == [layer]
+    fns = life.emulator.client("lambda")  # type: ignore[attr-defined]
+    reconcile = up["after"].resources[up["after"].logical("AWS::Lambda::Function", "Reconciler")][1]
+    assert [x["Arn"] for x in fns.get_function_configuration(FunctionName=reconcile)["Layers"]] == [layer]
 
 
 # --- destroy -------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The labeler's pass logic, with in-memory fakes for its three ports (pure-logic unit tests)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from topogov.domain.labels import ZONE_ID_LABEL, InstanceTopology, layer_label
 from topogov.domain.quantity import Resources
@@ -69,10 +69,12 @@ class FakeEc2:
     def __init__(self, topo, limit=None):
         self.topo = topo
         self.asked = []
+        self.fleets = []
         self.limit = limit
 
-    def describe(self, ids, deadline):
+    def describe(self, ids, deadline, fleet=None):
         ids = list(ids)
+        self.fleets.append(fleet)
         take = ids if self.limit is None else ids[: self.limit]
         self.asked.append(take)
         answers = {i: self.topo[i] for i in take if i in self.topo}
@@ -291,3 +293,128 @@ def test_patches_whose_turn_comes_after_the_deadline_are_left_for_the_next_pass(
     s = labeler.run(PassOptions(deadline=50.0))
     assert s.complete is False and s.patched + s.skipped.get("pending", 0) == 12
     assert 0 < s.patched < 12
+
+
+# --- EKS's own labels --------------------------------------------------------------------------
+
+
+def eks_labels(t):
+    """The labels EKS writes on a node of a supported type: EC2's layers and the zone id."""
+    return {**{layer_label(k): n for k, n in enumerate(t.network_nodes, 1)}, ZONE_ID_LABEL: t.zone_id}
+
+
+def eks_node(name, n, t=None, itype="p5.48xlarge"):
+    obj = node(name, iid(n), eks_labels(t or topo(n)))
+    obj["metadata"]["labels"]["node.kubernetes.io/instance-type"] = itype
+    return obj
+
+
+class Clock:
+    def __init__(self, now=2000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class StampingEc2(FakeEc2):
+    """Answers as the adapter does: each answer stamped with when EC2 gave it."""
+
+    def __init__(self, topo, clock):
+        super().__init__(topo)
+        self.clock = clock
+
+    def describe(self, ids, deadline, fleet=None):
+        out = super().describe(ids, deadline, fleet)
+        out.answers = {i: replace(t, fetched_at=self.clock()) for i, t in out.answers.items()}
+        return out
+
+
+def make_eks(nodes, topos, clock=None):
+    clock = clock or Clock()
+    fake_nodes = FakeNodes(nodes)
+    ec2 = StampingEc2({t.instance_id: t for t in topos}, clock)
+    store = FakeStore()
+    return Labeler(fake_nodes, ec2, store, wall=clock), fake_nodes, ec2, store
+
+
+def test_nodes_labelled_by_eks_are_adopted_without_an_ec2_call_and_nothing_is_written():
+    # Given nodes that already carry EKS's layer labels and zone id, and no snapshot yet
+    lab, _nodes, ec2, store = make_eks([eks_node(f"n{i}", i) for i in range(6)], [topo(i) for i in range(6)])
+    # When the first pass runs
+    s = lab.run(PassOptions())
+    # Then EC2 is not asked, no node is written, and the snapshot holds the adopted answers
+    assert (s.ec2_calls, s.k8s_writes, s.patched, s.adopted, s.unchanged) == (0, 0, 0, 6, 6)
+    assert ec2.asked == []
+    answer = store.snap.instances[iid(2)]
+    assert answer.network_nodes == topo(2).network_nodes and answer.zone_id == "use1-az1"
+    # an adopted answer is not an EC2 answer: adopted now, never fetched from EC2
+    assert (answer.adopted_at, answer.fetched_at) == (2000.0, 0.0)
+    assert store.snap.nodes["n2"].path == topo(2).network_nodes  # the tree is built on them
+
+
+def test_partial_or_missing_labels_are_asked_of_ec2_as_before():
+    gap = eks_node("gap", 1)
+    del gap["metadata"]["labels"][layer_label(2)]
+    short = eks_node("short", 2, InstanceTopology(iid(2), ("a", "b"), zone_id="z"))
+    four = eks_node("four", 3, itype="p6-b200.48xlarge")  # a four-layer type with three layers
+    empty = eks_node("empty", 4)
+    empty["metadata"]["labels"][layer_label(3)] = ""
+    bare = node("bare", iid(5))
+    answers = [topo(1), topo(2), topo(3, layers=4), topo(4), topo(5)]
+    lab, _nodes, ec2, _ = make_eks([gap, short, four, empty, bare], answers)
+    s = lab.run(PassOptions())
+    assert s.adopted == 0 and sorted(ec2.asked[0]) == sorted(iid(i) for i in range(1, 6))
+    assert s.patched == 5  # EC2's answers written where the labels were partial or missing
+
+
+def test_an_adopted_answer_is_verified_once_per_verify_after_and_drift_then_found_is_corrected():
+    clock = Clock(2000.0)
+    moved = InstanceTopology(iid(1), ("x", "y", "z"), zone_id="use1-az1")
+    lab, nodes, ec2, store = make_eks([eks_node("n0", 0), eks_node("n1", 1)], [topo(0), moved], clock)
+    options = PassOptions(refresh_after_s=100.0, verify_after_s=1000.0)
+    assert lab.run(options).adopted == 2
+    # Given the refresh interval has passed but not verify_after: adopted answers are not asked
+    clock.now = 2500.0
+    s = lab.run(options)
+    assert (s.ec2_calls, s.k8s_writes) == (0, 0)
+    # When verify_after has passed: EC2 is asked once about each, and where it differs it wins
+    clock.now = 3000.0
+    s = lab.run(options)
+    assert sorted(ec2.asked[-1]) == [iid(0), iid(1)]
+    assert (s.verified, s.patched) == (2, 1)
+    assert nodes.objs["n1"]["metadata"]["labels"][layer_label(1)] == "x"
+    confirmed, corrected = store.snap.instances[iid(0)], store.snap.instances[iid(1)]
+    # confirmed: still label-backed, verified now; corrected: EC2's answer, its own refresh cadence
+    assert (confirmed.adopted_at, confirmed.fetched_at) == (2000.0, 3000.0)
+    assert (corrected.adopted_at, corrected.fetched_at) == (0.0, 3000.0)
+    # And neither is asked again before its next interval (verify_after, refresh_after)
+    asks = len(ec2.asked)
+    clock.now = 3050.0
+    assert lab.run(options).ec2_calls == 0 and len(ec2.asked) == asks
+
+
+def test_an_adopted_answer_whose_labels_change_is_settled_by_ec2_not_re_adopted():
+    lab, nodes, ec2, _ = make_eks([eks_node("n0", 0)], [topo(0)])
+    lab.run(PassOptions())
+    nodes.objs["n0"]["metadata"]["labels"][layer_label(3)] = "edited"
+    s = lab.run(PassOptions())
+    assert ec2.asked == [[iid(0)]] and (s.verified, s.patched) == (1, 1)
+    assert nodes.objs["n0"]["metadata"]["labels"][layer_label(3)] == topo(0).network_nodes[2]
+
+
+def test_an_event_naming_an_adopted_instance_still_asks_ec2():
+    lab, nodes, ec2, _ = make_eks([eks_node(f"n{i}", i) for i in range(3)], [topo(i) for i in range(3)])
+    lab.run(PassOptions())
+    ec2.topo[iid(1)] = InstanceTopology(iid(1), ("p", "q", "r"), zone_id="use1-az1")  # stopped, started
+    s = lab.run(PassOptions(targeted_instance_ids=frozenset({iid(1)})))
+    assert ec2.asked == [[iid(1)]] and s.patched == 1
+    assert nodes.objs["n1"]["metadata"]["labels"][layer_label(1)] == "p"
+
+
+def test_the_labeler_hands_ec2_the_clusters_instance_types():
+    nodes = [eks_node("n0", 0), node("n1", iid(1), {"node.kubernetes.io/instance-type": "p5.48xlarge"})]
+    lab, _, ec2, _ = make_eks(nodes, [topo(0), topo(1)])
+    lab.run(PassOptions())
+    assert ec2.asked == [[iid(1)]]
+    assert ec2.fleets == [{iid(0): "p5.48xlarge", iid(1): "p5.48xlarge"}]

@@ -39,7 +39,13 @@ def layer_of(label: str) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class InstanceTopology:
-    """One instance's answer from DescribeInstanceTopology."""
+    """One instance's answer: from DescribeInstanceTopology, or adopted from the labels EKS wrote.
+
+    ``fetched_at`` is when EC2 last answered for it (0: never, the answer is EKS's labels only);
+    ``adopted_at`` when the node's own labels were taken as the answer (0: not adopted, an EC2
+    answer the labeler wrote). An adopted answer is label-backed: it is verified against EC2 every
+    ``verify_after_s`` from the later of the two, not refreshed every ``refresh_after_s``.
+    """
 
     instance_id: str
     network_nodes: tuple[str, ...]  # top layer first
@@ -48,6 +54,16 @@ class InstanceTopology:
     zone_id: str = ""
     group_name: str = ""
     fetched_at: float = 0.0
+    adopted_at: float = 0.0
+
+    @property
+    def adopted(self) -> bool:
+        return self.adopted_at > 0
+
+    @property
+    def checked_at(self) -> float:
+        """When this answer was last confirmed: by EC2, or by adopting the node's labels."""
+        return max(self.fetched_at, self.adopted_at)
 
 
 def desired_labels(topology: InstanceTopology) -> dict[str, str]:
@@ -70,6 +86,48 @@ def label_patch(current: Mapping[str, str], topology: InstanceTopology) -> Label
         if key not in desired and layer_of(key) is not None:
             patch[key] = None
     return patch
+
+
+# "Place distributed AI/ML workloads with network topology labels" (EKS User Guide,
+# https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html): EKS labels a node of a
+# supported type with ``network-node-layer-1`` (top), ``-2``, ``-3`` (the bottom layer for most types)
+# and ``-4`` "present only on instance types whose topology has four layers", the values of EC2's
+# DescribeInstanceTopology. The four-layer types are the EC2 User Guide's ("How Amazon EC2 instance
+# topology works"): p6-b200.48xlarge, p6-b300.48xlarge.
+FOUR_LAYER_TYPES = frozenset({"p6-b200.48xlarge", "p6-b300.48xlarge"})
+
+
+def layers_expected(instance_type: str) -> int:
+    """How many layer labels a node of ``instance_type`` carries when EKS labelled it fully."""
+    return 4 if instance_type in FOUR_LAYER_TYPES else 3
+
+
+def adopted_topology(
+    instance_id: str,
+    labels: Mapping[str, str],
+    *,
+    instance_type: str,
+    availability_zone: str = "",
+    at: float,
+) -> InstanceTopology | None:
+    """The answer a node's own complete layer labels give (EKS wrote them from EC2), or None when
+    they are absent or partial: a gap, fewer or more layers than the type has, an empty value. A
+    None answer is asked of EC2 as before."""
+    layers = sorted(n for n in (layer_of(k) for k in labels) if n is not None)
+    expected = layers_expected(instance_type)
+    if layers != list(range(1, expected + 1)):
+        return None
+    path = network_path(labels)
+    if len(path) != expected or not all(path):
+        return None
+    return InstanceTopology(
+        instance_id=instance_id,
+        network_nodes=path,
+        instance_type=instance_type,
+        availability_zone=availability_zone,
+        zone_id=labels.get(ZONE_ID_LABEL, ""),
+        adopted_at=at,
+    )
 
 
 def stale_layer_patch(current: Mapping[str, str]) -> LabelPatch:

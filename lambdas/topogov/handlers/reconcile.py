@@ -8,6 +8,7 @@ metrics.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -43,10 +44,13 @@ def options_for(event: dict[str, Any], remaining_s: float, cfg: ReconcileSetting
             return None
         return PassOptions(
             refresh_after_s=cfg.refresh_after_s,
+            verify_after_s=cfg.verify_after_s,
             deadline=deadline,
             targeted_instance_ids=frozenset({parsed.detail.instance_id}),
         )
-    return PassOptions(refresh_after_s=cfg.refresh_after_s, deadline=deadline)
+    return PassOptions(
+        refresh_after_s=cfg.refresh_after_s, verify_after_s=cfg.verify_after_s, deadline=deadline
+    )
 
 
 def publish(summary: PassSummary) -> None:
@@ -64,6 +68,8 @@ def publish(summary: PassSummary) -> None:
         ("Ec2Calls", summary.ec2_calls),
         ("Ec2Retries", summary.ec2_retries),
         ("Ec2Missing", len(summary.ec2_missing)),
+        ("Adopted", summary.adopted),  # answers taken from EKS's own labels (no EC2 call)
+        ("Verified", summary.verified),  # adopted answers checked against EC2
         ("K8sReads", summary.k8s_reads),
         ("K8sWrites", summary.k8s_writes),
         ("Incomplete", 0 if summary.complete else 1),
@@ -136,6 +142,76 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.clear_metrics()
         metrics.add_metric(name="IgnoredEvents", unit=MetricUnit.Count, value=1)
         return {"ignored": True}
+    lease = lease_for(cfg)
+    if lease is None:  # no counters table (a pass run by hand): nothing to share the cluster with
+        return run_pass(cfg, options)
+    remaining_s = context.get_remaining_time_in_millis() / 1000.0
+    held = lease.acquire(context.aws_request_id, time.time(), remaining_s + LEASE_SLACK_S)
+    if held is None:
+        return skipped(lease, options)
+    try:
+        return run_under_lease(cfg, options, lease, held)
+    except BaseException:
+        lease.force_release(held)
+        raise
+
+
+# The lease outlives the invocation's own deadline by this much: a pass that dies frees the lease
+# soon after Lambda would have stopped it, never while it may still run.
+LEASE_SLACK_S = 5.0
+
+
+def lease_for(cfg: ReconcileSettings) -> Any:
+    """The lease of one pass at a time (adapters/lease.py) in the counters table, when configured."""
+    global _lease
+    if not cfg.counters_table:
+        return None
+    if _lease is None or _lease[0] != cfg:
+        from topogov.adapters.lease import DynamoLease
+        from topogov.bootstrap import aws_session, retrying
+
+        _lease = (cfg, DynamoLease(retrying(aws_session(cfg.region), "dynamodb"), cfg.counters_table))
+    return _lease[1]
+
+
+_lease: tuple[ReconcileSettings, Any] | None = None
+
+
+def skipped(lease: Any, options: PassOptions) -> dict[str, Any]:
+    """Another pass holds the lease: leave this event's instances to it, and stop."""
+    deferred = sorted(options.targeted_instance_ids or ())
+    lease.defer(deferred)
+    metrics.clear_metrics()
+    metrics.add_metric(name="PassSkipped", unit=MetricUnit.Count, value=1)
+    logger.info("another pass holds the lease", extra={"deferred": deferred})
+    return {"skipped_pass": "another pass holds the lease", "deferred": deferred}
+
+
+def run_under_lease(cfg: ReconcileSettings, options: PassOptions, lease: Any, held: Any) -> dict[str, Any]:
+    """This pass, then the instances deferred to it, until none is left or the time is up."""
+    pending = held.pending
+    if pending and options.targeted_instance_ids is not None:
+        options = replace(options, targeted_instance_ids=options.targeted_instance_ids | pending)
+        pending = frozenset()
+    result = run_pass(cfg, options)
+    deferred: list[dict[str, Any]] = []
+    while True:
+        if pending:
+            metrics.flush_metrics()  # the last pass's, before the next one's publish starts afresh
+            targeted = replace(options, targeted_instance_ids=pending)
+            deferred.append(run_pass(cfg, targeted))
+        if time.monotonic() >= options.deadline:
+            lease.force_release(held)  # what is pending now waits for the next pass
+            break
+        pending = lease.release(held)
+        if not pending:
+            break
+    if deferred:
+        result["deferred_passes"] = deferred
+    return result
+
+
+def run_pass(cfg: ReconcileSettings, options: PassOptions) -> dict[str, Any]:
     _, lab, sync, governor = built(cfg)
     summary = lab.run(options)
     publish(summary)

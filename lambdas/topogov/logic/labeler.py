@@ -6,6 +6,16 @@ real adapters against local servers, or with fakes for pure unit tests.
 What a pass asks EC2 (and nothing more): instances it has never seen, instances named by a
 state-change event, and instances whose last answer is older than ``refresh_after_s``. A running
 instance's network nodes do not change, so everything else comes from the snapshot.
+
+EKS's own labels (EKS User Guide, "Place distributed AI/ML workloads with network topology labels",
+https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html): a node that already
+carries its complete ``network-node-layer-*`` labels when the snapshot has no answer for its instance
+is *adopted*: its labels become the answer (``InstanceTopology.adopted_at``; ``fetched_at`` stays
+when EC2 last confirmed it, 0 until then) with no EC2 call and nothing written. An adopted answer is
+verified against EC2 every ``verify_after_s`` (not ``refresh_after_s``: EKS keeps those labels in
+step), at once if the node's labels stop matching it, and always for an instance an event names (a
+stop/start moves it). What EC2 answers then wins: drift is corrected as for any answer. Partial
+labels (a gap, too few layers for the type) are asked of EC2 as if there were none.
 """
 
 from __future__ import annotations
@@ -14,11 +24,18 @@ import enum
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from topogov.domain.errors import KubernetesError, SnapshotError
-from topogov.domain.labels import InstanceTopology, LabelPatch, apply_patch, label_patch, stale_layer_patch
+from topogov.domain.labels import (
+    InstanceTopology,
+    LabelPatch,
+    adopted_topology,
+    apply_patch,
+    label_patch,
+    stale_layer_patch,
+)
 from topogov.domain.nodes import NodeKind, NodeView
 from topogov.domain.placement_quality import JobPod
 from topogov.domain.quantity import Resources
@@ -50,7 +67,11 @@ class DescribeOutcome(Protocol):
 
 
 class TopologySource(Protocol):
-    def describe(self, instance_ids: Sequence[str], deadline: float) -> DescribeOutcome: ...
+    def describe(
+        self, instance_ids: Sequence[str], deadline: float, fleet: Mapping[str, str] | None = None
+    ) -> DescribeOutcome:
+        """``fleet``: the cluster's instance types by instance id (how the source may choose to ask)."""
+        ...
 
 
 class PatchOutcomeLike(Protocol):
@@ -101,6 +122,8 @@ class PassSummary:
     ec2_calls: int = 0
     ec2_retries: int = 0
     ec2_instances_asked: int = 0
+    adopted: int = 0  # answers taken from the labels EKS wrote (no EC2 call)
+    verified: int = 0  # adopted answers EC2 was asked about this pass (their cadence, or drift)
     ec2_missing: list[str] = field(default_factory=list)  # asked, not in EC2's answer (reported)
     ec2_error: str | None = None
     k8s_reads: int = 0
@@ -118,6 +141,7 @@ class PassSummary:
 @dataclass(frozen=True, slots=True)
 class PassOptions:
     refresh_after_s: float = 24 * 3600
+    verify_after_s: float = 24 * 3600  # adopted answers: verified against EC2 this often
     deadline: float = float("inf")  # on the monotonic clock
     targeted_instance_ids: frozenset[str] | None = None  # None = full pass
     collect_requested: bool = True
@@ -132,8 +156,13 @@ def instances_to_ask(
     now: float,
     refresh_after_s: float,
     forced: Iterable[str] = (),
+    *,
+    verify_after_s: float | None = None,
 ) -> list[str]:
-    """Which instances EC2 must be asked about: unknown first, then forced, then stale."""
+    """Which instances EC2 must be asked about: unknown first, then forced, then stale. An EC2
+    answer (or absence) is stale after ``refresh_after_s``; an adopted answer after ``verify_after_s``
+    (default: the same) from when it was last confirmed (adopted, or verified by EC2)."""
+    verify_every = refresh_after_s if verify_after_s is None else verify_after_s
     unknown: list[str] = []
     stale: list[str] = []
     forced_set = set(forced)
@@ -141,12 +170,32 @@ def instances_to_ask(
         if iid in forced_set:
             continue
         known = snapshot.instances.get(iid)
-        seen_at = known.fetched_at if known else snapshot.absent.get(iid)
+        seen_at: float | None
+        if known is not None:
+            seen_at, every = (
+                (known.checked_at, verify_every) if known.adopted else (known.fetched_at, refresh_after_s)
+            )
+        else:
+            seen_at, every = snapshot.absent.get(iid), refresh_after_s
         if seen_at is None:
             unknown.append(iid)
-        elif now - seen_at >= refresh_after_s:
+        elif now - seen_at >= every:
             stale.append(iid)
     return unknown + sorted(forced_set) + stale
+
+
+@dataclass(slots=True)
+class _Pass:
+    """One pass's working state, handed from step to step."""
+
+    options: PassOptions
+    summary: PassSummary
+    snapshot: Snapshot
+    skips: Counter[str] = field(default_factory=Counter)
+    views: list[NodeView] = field(default_factory=list)
+    ec2_nodes: list[tuple[NodeView, str]] = field(default_factory=list)
+    final_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
 
 
 class Labeler:
@@ -176,53 +225,141 @@ class Labeler:
         summary = PassSummary(mode="full" if options.targeted_instance_ids is None else "targeted")
         snapshot = self._load_snapshot(summary)
         before = (dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement)
+        work = _Pass(options, summary, snapshot)
+        self._select_nodes(work)
+        self._learn_topology(work)
+        self._label_nodes(work)
+        self._refresh_snapshot(work)
+        self._save_if_changed(work, before)
+        self.last_snapshot = snapshot
+        summary.skipped = dict(sorted(work.skips.items()))
+        summary.k8s_reads = self._nodes.counters.reads - reads0
+        summary.k8s_writes = self._nodes.counters.writes - writes0
+        summary.duration_s = round(self._clock() - started, 4)
+        return summary
 
-        skips: Counter[str] = Counter()
+    # -- the steps of a pass ------------------------------------------------------------------
+
+    def _select_nodes(self, work: _Pass) -> None:
+        """The nodes of the pass (all, or those of the targeted instances) and which are EC2's."""
+        options, skips = work.options, work.skips
         if options.targeted_instance_ids is None:
-            views = [NodeView.from_api(o) for o in self._nodes.list_nodes()]
+            work.views = [NodeView.from_api(o) for o in self._nodes.list_nodes()]
         else:
-            views, not_registered = self._targeted_views(options.targeted_instance_ids, snapshot)
+            work.views, not_registered = self._targeted_views(options.targeted_instance_ids, work.snapshot)
             if not_registered:
                 skips[Skip.NODE_NOT_REGISTERED] += len(not_registered)
-        forced = options.targeted_instance_ids or frozenset()
-        ec2_nodes: list[tuple[NodeView, str]] = []
-        for view in views:
+        for view in work.views:
             ref = view.ref
             if ref.kind is NodeKind.EC2:
-                ec2_nodes.append((view, ref.instance_id))
+                work.ec2_nodes.append((view, ref.instance_id))
             else:
                 skips[ref.kind.value] += 1
-        summary.nodes_seen = len(views)
-        summary.ec2_backed = len(ec2_nodes)
+        work.summary.nodes_seen = len(work.views)
+        work.summary.ec2_backed = len(work.ec2_nodes)
 
-        # Ask EC2 only for what is not known.
+    def _learn_topology(self, work: _Pass) -> None:
+        """Adopt the answers EKS's labels give, then ask EC2 only for what is not known: instances
+        never seen, named by an event, with a stale answer, or whose adopted labels changed."""
+        options, snapshot = work.options, work.snapshot
+        forced = set(options.targeted_instance_ids or ())
+        now = self._wall()
+        forced |= self._adopt(work, now, frozenset(forced))
         ask = instances_to_ask(
-            (i for _, i in ec2_nodes), snapshot, self._wall(), options.refresh_after_s, forced
+            (i for _, i in work.ec2_nodes),
+            snapshot,
+            now,
+            options.refresh_after_s,
+            forced,
+            verify_after_s=options.verify_after_s,
         )
-        if ask:
-            outcome = self._ec2.describe(ask, options.deadline)
-            summary.ec2_calls = outcome.calls
-            summary.ec2_retries = outcome.retries
-            summary.ec2_error = outcome.error
-            summary.ec2_instances_asked = len(outcome.asked)
-            now = self._wall()
-            for iid in outcome.asked:
-                if iid in outcome.answers:
-                    snapshot.instances[iid] = outcome.answers[iid]
-                    snapshot.absent.pop(iid, None)
-                else:
-                    snapshot.instances.pop(iid, None)
-                    snapshot.absent[iid] = now
-                    summary.ec2_missing.append(iid)
-            if outcome.unasked:
-                summary.complete = False
+        if not ask:
+            return
+        fleet = {iid: view.instance_type for view, iid in work.ec2_nodes}
+        outcome = self._ec2.describe(ask, options.deadline, fleet)
+        self._record_answers(work, outcome)
 
-        # Patch only the nodes whose labels differ.
-        final_labels: dict[str, Mapping[str, str]] = {}
-        gone: set[str] = set()
+    def _adopt(self, work: _Pass, now: float, forced: frozenset[str]) -> set[str]:
+        """Take a node's complete layer labels (EKS writes them from EC2) as its instance's answer
+        when the snapshot has none: no EC2 call, and nothing to write. Returns the label-backed
+        instances whose labels no longer match their answer: EC2 settles those (EC2 is the truth).
+        An instance an event names is never adopted: a stop/start moves it, its labels may be old."""
+        snapshot, recheck = work.snapshot, set()
+        for view, iid in work.ec2_nodes:
+            if iid in forced:
+                continue
+            known = snapshot.instances.get(iid)
+            if known is None and iid not in snapshot.absent:
+                topo = adopted_topology(
+                    iid,
+                    view.labels,
+                    instance_type=view.instance_type,
+                    availability_zone=view.ref.availability_zone,
+                    at=now,
+                )
+                if topo is not None:
+                    snapshot.instances[iid] = topo
+                    work.summary.adopted += 1
+            elif known is not None and known.adopted and label_patch(view.labels, known):
+                recheck.add(iid)
+        return recheck
+
+    def _record_answers(self, work: _Pass, outcome: DescribeOutcome) -> None:
+        """What EC2 said, into the snapshot: an answer (an adopted one confirmed stays label-backed,
+        verified now), or the instance's absence."""
+        summary, snapshot = work.summary, work.snapshot
+        summary.ec2_calls = outcome.calls
+        summary.ec2_retries = outcome.retries
+        summary.ec2_error = outcome.error
+        summary.ec2_instances_asked = len(outcome.asked)
+        now = self._wall()
+        for iid in outcome.asked:
+            previous = snapshot.instances.get(iid)
+            if previous is not None and previous.adopted:
+                summary.verified += 1
+            if iid in outcome.answers:
+                answer = outcome.answers[iid]
+                if (
+                    previous is not None
+                    and previous.adopted
+                    and previous.network_nodes == answer.network_nodes
+                ):
+                    answer = replace(answer, adopted_at=previous.adopted_at)
+                snapshot.instances[iid] = answer
+                snapshot.absent.pop(iid, None)
+            else:
+                snapshot.instances.pop(iid, None)
+                snapshot.absent[iid] = now
+                summary.ec2_missing.append(iid)
+        if outcome.unasked:
+            summary.complete = False
+
+    def _label_nodes(self, work: _Pass) -> None:
+        """Patch only the nodes whose labels differ from their answer."""
+        summary, skips = work.summary, work.skips
+        todo = self._patches(work)
+        for view, patch, result in self._patch_all(todo, work.options.deadline):
+            if result is None:  # the time budget ran out before its turn
+                skips[Skip.PENDING] += 1
+                summary.complete = False
+            elif result.outcome == "patched":
+                summary.patched += 1
+                work.final_labels[view.name] = apply_patch(view.labels, patch)
+            elif result.outcome == "gone":
+                skips[Skip.NODE_GONE] += 1
+                work.gone.add(view.name)
+            else:
+                summary.failed += 1
+                summary.complete = False
+                summary.failures.append(
+                    {"node": view.name, "status": result.status, "message": result.message}
+                )
+
+    def _patches(self, work: _Pass) -> list[tuple[NodeView, LabelPatch]]:
+        summary, skips, snapshot = work.summary, work.skips, work.snapshot
         todo: list[tuple[NodeView, LabelPatch]] = []
-        for view, iid in ec2_nodes:
-            final_labels[view.name] = view.labels
+        for view, iid in work.ec2_nodes:
+            work.final_labels[view.name] = view.labels
             topo = snapshot.instances.get(iid)
             if topo is None:
                 if iid not in snapshot.absent:
@@ -241,26 +378,15 @@ class Labeler:
                     summary.unchanged += 1
                     continue
             todo.append((view, patch))
-        for view, patch, result in self._patch_all(todo, options.deadline):
-            if result is None:  # the time budget ran out before its turn
-                skips[Skip.PENDING] += 1
-                summary.complete = False
-            elif result.outcome == "patched":
-                summary.patched += 1
-                final_labels[view.name] = apply_patch(view.labels, patch)
-            elif result.outcome == "gone":
-                skips[Skip.NODE_GONE] += 1
-                gone.add(view.name)
-            else:
-                summary.failed += 1
-                summary.complete = False
-                summary.failures.append(
-                    {"node": view.name, "status": result.status, "message": result.message}
-                )
+        return todo
 
-        # Refresh the snapshot: per-node capacity on the labels the nodes now carry.
+    def _refresh_snapshot(self, work: _Pass) -> None:
+        """Per-node capacity on the labels the nodes now carry; on a full pass only live instances
+        stay, and the placement quality is computed from the pods listed."""
+        options, snapshot, summary = work.options, work.snapshot, work.summary
+        full = options.targeted_instance_ids is None
         requested: dict[str, Resources] = {}
-        if options.collect_requested and options.targeted_instance_ids is None:
+        if options.collect_requested and full:
             try:
                 requested, self.last_pods = self._nodes.scan_pods()
             except KubernetesError as exc:
@@ -268,7 +394,7 @@ class Labeler:
         node_capacity = {
             v.name: NodeCapacity.from_labels(
                 v.name,
-                final_labels.get(v.name, v.labels),
+                work.final_labels.get(v.name, v.labels),
                 instance_type=v.instance_type,
                 instance_id=v.ref.instance_id,
                 allocatable=v.allocatable,
@@ -276,37 +402,34 @@ class Labeler:
                 or (snapshot.nodes[v.name].requested if v.name in snapshot.nodes else Resources()),
                 available=v.available,
             )
-            for v in views
-            if v.name not in gone
+            for v in work.views
+            if v.name not in work.gone
         }
-        if options.targeted_instance_ids is None:
-            snapshot.nodes = node_capacity
-            live = {iid for _, iid in ec2_nodes}
-            snapshot.instances = {i: t for i, t in snapshot.instances.items() if i in live}
-            snapshot.absent = {i: t for i, t in snapshot.absent.items() if i in live}
-        else:
+        if not full:
             snapshot.nodes.update(node_capacity)
-        # Written only when its content changed: no write without drift, here as on the nodes.
-        if self.last_pods is not None and options.targeted_instance_ids is None:
+            return
+        snapshot.nodes = node_capacity
+        live = {iid for _, iid in work.ec2_nodes}
+        snapshot.instances = {i: t for i, t in snapshot.instances.items() if i in live}
+        snapshot.absent = {i: t for i, t in snapshot.absent.items() if i in live}
+        if self.last_pods is not None:
             from topogov.domain.placement_quality import quality
 
             snapshot.placement = quality(self.last_pods, snapshot.nodes, self.team_of)
-        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement)
-        if current != before or not snapshot.generated_at:
-            snapshot.generated_at = self._wall()
-            try:
-                self._store.save(snapshot)
-                summary.snapshot_written = True
-            except SnapshotError as exc:
-                summary.snapshot_error = str(exc)
-                summary.complete = False
 
-        self.last_snapshot = snapshot
-        summary.skipped = dict(sorted(skips.items()))
-        summary.k8s_reads = self._nodes.counters.reads - reads0
-        summary.k8s_writes = self._nodes.counters.writes - writes0
-        summary.duration_s = round(self._clock() - started, 4)
-        return summary
+    def _save_if_changed(self, work: _Pass, before: tuple[Any, ...]) -> None:
+        """Written only when its content changed: no write without drift, here as on the nodes."""
+        snapshot, summary = work.snapshot, work.summary
+        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement)
+        if current == before and snapshot.generated_at:
+            return
+        snapshot.generated_at = self._wall()
+        try:
+            self._store.save(snapshot)
+            summary.snapshot_written = True
+        except SnapshotError as exc:
+            summary.snapshot_error = str(exc)
+            summary.complete = False
 
     def _patch_all(
         self, todo: list[tuple[NodeView, LabelPatch]], deadline: float

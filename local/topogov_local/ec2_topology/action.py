@@ -418,6 +418,36 @@ def _describe_instance_topology(self: Any) -> tuple[str, dict[str, Any]]:
         return _error_response(error)
 
 
+def answers_of(account: str, region: str) -> dict[str, Any]:
+    """``{"instances": {id: {"network_nodes", "zone_id", "instance_type"}}}``: DescribeInstanceTopology's
+    answer for every running instance of a supported type, not counted and not taken from the bucket.
+    It stands for what EKS reads to label the nodes itself (EKS User Guide, "Place distributed AI/ML
+    workloads with network topology labels"): the same network nodes, so a local stack can start with
+    nodes labelled as EKS labels them (``topogov local --labelled-by-eks``)."""
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[account][region]
+    out: dict[str, Any] = {}
+    with _LOCK:
+        cfg = _config()
+        state = _region_state(account, region)
+        _refresh(state, backend, cfg)
+        zone_ids = state.zone_ids or {}
+        for instance in state.ordered:
+            if instance.instance_type not in SUPPORTED_INSTANCE_TYPES or instance._state.name != "running":
+                continue
+            nodes = state.explicit.get(instance.id)
+            if nodes is None:
+                _ensure_assigned(state, instance, cfg)
+                nodes = state.assignments[instance.id].nodes
+            out[instance.id] = {
+                "network_nodes": list(nodes),
+                "zone_id": zone_ids.get(instance.placement.zone or "", ""),
+                "instance_type": instance.instance_type,
+            }
+    return {"instances": out}
+
+
 # --- control requests (served by the launcher's WSGI middleware) -----------------------------
 
 
@@ -431,6 +461,8 @@ def handle_control_request(method: str, path: str, query: Mapping[str, str], bod
     * ``POST /_topogov/ec2/placement`` ``{"region", "account_id"?, "placement":
       {instance_id: [nn, nn, nn(, nn)] | null}, "replace"?}``
     * ``GET  /_topogov/ec2/placement?region=..&account_id=..`` -> explicit and automatic nodes
+    * ``GET  /_topogov/ec2/topology?region=..&account_id=..`` -> what DescribeInstanceTopology would
+      answer for every running instance, outside the request bucket (the labels EKS writes)
     * ``POST /_topogov/ec2/reset`` -> forget all topology state, configuration from env
     """
     route = path[len(CONTROL_PREFIX) :].rstrip("/") if path.startswith(CONTROL_PREFIX) else None
@@ -468,6 +500,9 @@ def handle_control_request(method: str, path: str, query: Mapping[str, str], bod
                     replace=bool(payload.get("replace", False)),
                 )
                 return 200, {"ok": True, "pinned": count}
+        elif route == "/topology" and method == "GET":
+            region = query.get("region") or "us-east-1"
+            return 200, answers_of(query.get("account_id") or DEFAULT_ACCOUNT_ID, region)
         elif route == "/reset" and method == "POST":
             reset()
             return 200, {"ok": True}
