@@ -102,40 +102,159 @@ class CapacityIndex:
         from topogov.domain.kueue import flavors_from_nodes
 
         nodes = list(nodes)
-        self._nodes = nodes
+        self._by_name: dict[str, NodeCapacity] = {n.name: n for n in nodes}
         self._trees: dict[str, Any] = {}  # instance type -> the Kueue model's flavor tree (lazily)
         self.flavors = {f.instance_type: f for f in flavors_from_nodes(nodes)}
         self.node_count = 0
         self.classes: list[ClassKey] = []
-        ids: dict[ClassKey, int] = {}
-        self.hosts: list[tuple[str, int]] = []  # per class: (its first node, how many)
-        domains: dict[str, dict[str, dict[int, int]]] = defaultdict(dict)
+        self._ids: dict[ClassKey, int] = {}
+        hosts: list[tuple[str, int]] = []  # per class: (its first node, how many)
+        # label -> domain -> {class id: nodes}
+        self._domains: dict[str, dict[str, dict[int, int]]] = defaultdict(dict)
         for node in nodes:
-            flavor = self.flavors.get(node.instance_type)
-            if flavor is None or len(node.path) < flavor.depth:
-                continue  # not in any flavor's topology tree
-            self.node_count += 1
-            key: ClassKey = (node.instance_type, node.allocatable, node.used)
-            cid = ids.get(key)
-            if cid is None:
-                cid = ids[key] = len(self.classes)
-                self.classes.append(key)
-                self.hosts.append((node.name, 0))
-            first, n = self.hosts[cid]
-            self.hosts[cid] = (min(first, node.name), n + 1)
-            for layer, domain in enumerate(node.path[: flavor.depth], start=1):
-                counts = domains[layer_label(layer)].setdefault(domain, {})
+            depth = self._flavor_depth(node)
+            if depth is None:
+                continue
+            cid, new = self._class_id(node)
+            if new:
+                hosts.append((node.name, 0))
+            first, n = hosts[cid]
+            hosts[cid] = (min(first, node.name), n + 1)
+            for layer, domain in enumerate(node.path[:depth], start=1):
+                counts = self._domains[layer_label(layer)].setdefault(domain, {})
                 counts[cid] = counts.get(cid, 0) + 1
         self.depth = max((f.depth for f in self.flavors.values()), default=0)
-        # level -> [(composition, first domain with it)]
-        self.by_level: dict[str, list[tuple[Composition, str]]] = {}
-        for label, per_domain in domains.items():
+        self._hosts: list[tuple[str, int]] | None = hosts
+        by_level: dict[str, list[tuple[Composition, str]]] = {}  # level -> [(composition, its first domain)]
+        for label, per_domain in self._domains.items():
             firsts: dict[Composition, str] = {}
             for domain, counts in per_domain.items():
                 comp = tuple(sorted(counts.items()))
                 if comp not in firsts or domain < firsts[comp]:
                     firsts[comp] = domain
-            self.by_level[label] = list(firsts.items())
+            by_level[label] = list(firsts.items())
+        self._by_level: dict[str, list[tuple[Composition, str]]] | None = by_level
+        # what update() keeps, made by its first call (a snapshot's index is never updated)
+        self._live = False
+        self._member: dict[str, int] = {}  # node -> its class, for the nodes of a flavor's tree
+        self._class_nodes: list[set[str]] = []  # per class: its nodes
+        self._comps: dict[str, dict[Composition, set[str]]] = defaultdict(dict)  # label -> comp -> domains
+        self._firsts: dict[str, dict[Composition, str]] = defaultdict(dict)  # label -> comp -> first domain
+
+    @property
+    def _nodes(self) -> list[NodeCapacity]:
+        return list(self._by_name.values())
+
+    def _flavor_depth(self, node: NodeCapacity) -> int | None:
+        flavor = self.flavors.get(node.instance_type)
+        if flavor is None or len(node.path) < flavor.depth:
+            return None  # not in any flavor's topology tree
+        return flavor.depth
+
+    def _class_id(self, node: NodeCapacity) -> tuple[int, bool]:
+        """Count ``node`` in the index: its class's id, and whether the class is new."""
+        self.node_count += 1
+        key: ClassKey = (node.instance_type, node.allocatable, node.used)
+        cid = self._ids.get(key)
+        if cid is not None:
+            return cid, False
+        cid = self._ids[key] = len(self.classes)
+        self.classes.append(key)
+        return cid, True
+
+    def _make_live(self) -> None:
+        """The per-node and per-composition books :meth:`update` keeps."""
+        self._class_nodes = [set() for _ in self.classes]
+        for node in self._by_name.values():
+            if self._flavor_depth(node) is not None:
+                cid = self._ids[(node.instance_type, node.allocatable, node.used)]
+                self._member[node.name] = cid
+                self._class_nodes[cid].add(node.name)
+        for label, per_domain in self._domains.items():
+            comps, firsts = self._comps[label], self._firsts[label]
+            for domain, counts in per_domain.items():
+                comp = tuple(sorted(counts.items()))
+                comps.setdefault(comp, set()).add(domain)
+                if comp not in firsts or domain < firsts[comp]:
+                    firsts[comp] = domain
+        self._live = True
+
+    def _add(self, node: NodeCapacity) -> None:
+        depth = self._flavor_depth(node)
+        if depth is None:
+            return
+        cid, new = self._class_id(node)
+        if new:
+            self._class_nodes.append(set())
+        self._class_nodes[cid].add(node.name)
+        self._member[node.name] = cid
+        self._hosts = None
+        for layer, domain in enumerate(node.path[:depth], start=1):
+            self._move(layer_label(layer), domain, cid, 1)
+
+    def _remove(self, node: NodeCapacity) -> None:
+        cid = self._member.pop(node.name, None)
+        if cid is None:
+            return
+        self.node_count -= 1
+        self._class_nodes[cid].discard(node.name)
+        self._hosts = None
+        depth = self._flavor_depth(node)
+        assert depth is not None
+        for layer, domain in enumerate(node.path[:depth], start=1):
+            self._move(layer_label(layer), domain, cid, -1)
+
+    def _move(self, label: str, domain: str, cid: int, delta: int) -> None:
+        """One node of class ``cid`` into (+1) or out of (-1) ``domain``: its composition changes."""
+        counts = self._domains[label].setdefault(domain, {})
+        comps, firsts = self._comps[label], self._firsts[label]
+        if counts:
+            old = tuple(sorted(counts.items()))
+            members = comps[old]
+            members.discard(domain)
+            if not members:
+                del comps[old], firsts[old]
+            elif firsts[old] == domain:
+                firsts[old] = min(members)
+        n = counts.get(cid, 0) + delta
+        if n:
+            counts[cid] = n
+        else:
+            counts.pop(cid, None)
+        if counts:
+            comp = tuple(sorted(counts.items()))
+            comps.setdefault(comp, set()).add(domain)
+            if comp not in firsts or domain < firsts[comp]:
+                firsts[comp] = domain
+        self._by_level = None
+
+    def update(self, node: NodeCapacity) -> None:
+        """Replace the node of that name (its requests, availability or allocatable changed; not its
+        type or place): the index then answers as ``CapacityIndex`` of the new nodes would (the
+        simulator keeps one so, rather than building one per decision)."""
+        old = self._by_name.get(node.name)
+        if old is None or (old.instance_type, old.path) != (node.instance_type, node.path):
+            raise ValueError(f"update: {node.name} is not in the index with that type and path")
+        if not self._live:
+            self._make_live()
+        self._remove(old)
+        self._by_name[node.name] = node
+        self._add(node)
+        self._trees.pop(node.instance_type, None)
+
+    @property
+    def hosts(self) -> list[tuple[str, int]]:
+        """Per class: (its first node, how many); ``("", 0)`` for a class no node has any more."""
+        if self._hosts is None:
+            self._hosts = [(min(names), len(names)) if names else ("", 0) for names in self._class_nodes]
+        return self._hosts
+
+    @property
+    def by_level(self) -> dict[str, list[tuple[Composition, str]]]:
+        """Level -> [(composition, the first domain with it)]."""
+        if self._by_level is None:
+            self._by_level = {label: list(firsts.items()) for label, firsts in self._firsts.items() if firsts}
+        return self._by_level
 
     def kueue_pick(
         self, level: str, per_pod: Resources, pods: int, instance_type: str | None
@@ -224,8 +343,8 @@ class CapacityIndex:
             if label not in self.flavor_levels(flavor):
                 continue
             if label == HOSTNAME_LABEL:
-                for cid, (name, _) in enumerate(self.hosts):
-                    if self.classes[cid][0] != flavor:
+                for cid, (name, count) in enumerate(self.hosts):
+                    if not count or self.classes[cid][0] != flavor:
                         continue
                     if (
                         best.domain is None

@@ -153,3 +153,24 @@ def quantity_json(resource: str, amount: int) -> int | str:
     """:func:`format_quantity` as JSON writes a quantity: a number when it is one."""
     text = format_quantity(resource, amount)
     return int(text) if text.isdigit() else text
+
+
+RESOURCE_ATTRS = {"gpu": GPU, "efa": EFA, "cpu_m": CPU, "memory": MEMORY}  # Resources field -> name
+
+
+def over_cap(used: Resources, charge: Resources, cap: Resources) -> list[dict[str, Any]]:
+    """The governed resources ``charge`` would push past ``cap`` on top of ``used`` (the in-flight
+    rule the ledger applies atomically), each as ``{resource, used, asked, cap}``; empty if none."""
+    return [
+        {"resource": name, "used": getattr(used, a), "asked": getattr(charge, a), "cap": getattr(cap, a)}
+        for a, name in RESOURCE_ATTRS.items()
+        if getattr(charge, a) and getattr(used, a) + getattr(charge, a) > getattr(cap, a)
+    ]
+
+
+def over_cap_message(team: str, over: list[dict[str, Any]]) -> str:
+    first = over[0] if over else {"resource": "?", "used": 0, "asked": 0, "cap": 0}
+    return (
+        f"team {team!r} has {first['used']} {first['resource']} in flight; {first['asked']} more would pass "
+        f"its cap of {first['cap']}"
+    )

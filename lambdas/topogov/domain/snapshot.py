@@ -16,6 +16,9 @@ SCHEMA_VERSION = 1
 class Snapshot:
     """Per-instance EC2 answers (the cache that spares EC2 calls) and per-node capacity.
 
+    An answer may be adopted from the labels EKS wrote on the node (``InstanceTopology.adopted_at``)
+    rather than asked of EC2; ``fetched_at`` stays when EC2 last confirmed it (0: not yet).
+
     ``instances`` maps instance id -> its topology, or -> ``absent_since`` time when EC2 was asked
     and did not report it (unsupported type, not running): such an instance is not asked again
     until its entry is older than the refresh interval or a state-change event names it.
@@ -47,6 +50,7 @@ class Snapshot:
                     "zone_id": t.zone_id,
                     "group_name": t.group_name,
                     "fetched_at": t.fetched_at,
+                    "adopted_at": t.adopted_at,
                 }
                 for i, t in sorted(self.instances.items())
             },
@@ -69,6 +73,7 @@ class Snapshot:
                 zone_id=v.get("zone_id", ""),
                 group_name=v.get("group_name", ""),
                 fetched_at=float(v.get("fetched_at", 0.0)),
+                adopted_at=float(v.get("adopted_at", 0.0)),
             )
             for i, v in (data.get("instances") or {}).items()
         }

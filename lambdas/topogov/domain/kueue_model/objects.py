@@ -15,6 +15,7 @@ a fair-sharing weight and a ``stopPolicy``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,11 +35,14 @@ FungibilityPolicy = Literal["MayStopSearch", "TryNextFlavor"]
 def requests_of(quantities: Mapping[str, str | int]) -> dict[str, int]:
     """Kubernetes quantities as Kueue counts them: ``MilliValue`` for CPU, ``Value`` (rounded up) for
     the rest (``pkg/resources/requests.go``, ``ResourceValue``)."""
-    out: dict[str, int] = {}
-    for name, raw in quantities.items():
-        value = parse_quantity(raw)
-        out[name] = math.ceil(value * 1000) if name == CPU else math.ceil(value)
-    return out
+    return {name: _resource_value(name, raw) for name, raw in quantities.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _resource_value(name: str, raw: str | int) -> int:
+    """One quantity as Kueue counts it (a cluster's few distinct request strings, parsed once)."""
+    value = parse_quantity(raw)
+    return math.ceil(value * 1000) if name == CPU else math.ceil(value)
 
 
 def requests_from(resources: Resources) -> dict[str, int]:

@@ -94,8 +94,9 @@ def ordering_key(victim: Admitted, preemptor_cq: str) -> tuple[bool, int, float,
 
 
 def uses(victim: Admitted, need: frozenset[FR]) -> bool:
-    """``WorkloadUsesResources``."""
-    return any((flavor, res) in need for ps in victim.pod_sets for res, flavor in ps.flavors.items())
+    """``WorkloadUsesResources``: a (flavor, resource) of its pod sets' assignment is needed (the keys
+    of its quota usage are exactly those pairs: :meth:`~.state.Admitted.compute_usage`)."""
+    return not need.isdisjoint(victim.quota)
 
 
 def workload_fits(snap: Snapshot, req: Request, allow_borrowing: bool) -> bool:

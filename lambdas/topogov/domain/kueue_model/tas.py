@@ -107,8 +107,8 @@ class _Counts:
                         self.excluded[i] = f"taint:{taint}"
                         break
             if selector:
-                for i, node in enumerate(tree.leaf_nodes):
-                    if i not in self.excluded and any(node.labels.get(k) != v for k, v in selector.items()):
+                for i in tree.unselected(selector):
+                    if i not in self.excluded:
                         self.excluded[i] = "nodeSelector"
         for i, extra in assumed.items():
             remaining = tree.remaining(i, simulate_empty=simulate_empty)
@@ -147,6 +147,32 @@ class _Counts:
         if not reasons:
             return ""
         return f". Total nodes: {len(self.leaf_state)}; excluded: {', '.join(sorted(reasons))}"
+
+
+def _counts(
+    tree: FlavorTree,
+    requests: Mapping[str, int],
+    assumed: Mapping[int, Mapping[str, int]],
+    simulate_empty: bool,
+    tolerations: Sequence[Toleration],
+    selector: Mapping[str, str],
+) -> _Counts:
+    """:class:`_Counts`, computed once per tree usage for the same question when nothing is assumed
+    (the heads of a cycle and their retries ask it again and again; a placement only reads it)."""
+    if assumed:
+        return _Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
+    key = (
+        -1 if simulate_empty else tree.version,
+        tuple(sorted(requests.items())),
+        tuple(tolerations),
+        tuple(sorted(selector.items())),
+    )
+    counts = tree.memo.get(key)
+    if counts is None:
+        if len(tree.memo) > 256:
+            tree.memo.clear()
+        counts = tree.memo[key] = _Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
+    return counts
 
 
 def _best_fit(domains: Sequence[int], state: Sequence[int], needed: int) -> int:
@@ -268,7 +294,7 @@ def find_assignment(
     lfc = (request.topology is not None and request.topology.unconstrained) or request.implied
     requests = {**request.requests, PODS: request.requests.get(PODS, 0) + 1}
     tolerations = (*request.tolerations, *tree.tolerations)
-    counts = _Counts(tree, requests, assumed or {}, simulate_empty, tolerations, request.node_selector)
+    counts = _counts(tree, requests, assumed or {}, simulate_empty, tolerations, request.node_selector)
     fit_level, domains, reason = _find_level(tree, counts, level, required, request.count, lfc)
     if reason:
         return Placement(None, reason)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from topogov.domain.kueue_model.objects import HOSTNAME, PODS, Node, NonTASPod, ResourceFlavor, Topology
 from topogov.domain.kueue_model.resources import count_in
@@ -122,6 +123,20 @@ class FlavorTree:
         for i in range(len(self.leaf_ids)):
             self.leaf_empty_class.append(self._intern(self._free[i], {}))
         self.leaf_class = list(self.leaf_empty_class)
+        self._unselected: dict[frozenset[tuple[str, str]], tuple[int, ...]] = {}
+        self.version = 0  # the usage's: bumped by every change_usage
+        self.memo: dict[Any, Any] = {}  # per (version, question): answers read-only to their users
+
+    def unselected(self, selector: Mapping[str, str]) -> tuple[int, ...]:
+        """The leaves (hosts) whose labels ``selector`` does not match, computed once per selector
+        (a node's labels never change in a tree's life: a node change builds new trees)."""
+        key = frozenset(selector.items())
+        out = self._unselected.get(key)
+        if out is None:
+            out = self._unselected[key] = tuple(
+                i for i, node in enumerate(self.leaf_nodes) if any(node.labels.get(k) != v for k, v in key)
+            )
+        return out
 
     # -- usage -------------------------------------------------------------------------------------
     def _intern(self, free: Mapping[str, int], used: Mapping[str, int]) -> int:
@@ -141,6 +156,7 @@ class FlavorTree:
 
     def change_usage(self, usage: Iterable[DomainUsage], sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) TAS usage: ``updateTASUsage`` of each domain."""
+        self.version += 1  # what was computed from the usage before (tas._Counts) no longer holds
         for u in usage:
             i = self.leaf_of(u.values)
             if i is None:

@@ -1,0 +1,194 @@
+"""``topogov whatif``: what a policy or fleet change would do, on the same job trace, side by side.
+
+Offline: ``--trace FILE --fleet FILE --policy FILE [--baseline-policy FILE] [--fleet-change
++p5.48xlarge=32 ...]``; ``--fleet snapshot`` reads the fleet from the topology snapshot the
+reconcile pass writes to S3 (the local stack's unless ``--bucket``), its nodes as empty. The
+baseline is the baseline policy (else ``--policy``) on the fleet as given; the proposal is
+``--policy`` on the fleet with the changes. Both run on the Kueue model (:mod:`topogov.logic.whatif`),
+each job through the API's own decision.
+
+Exit 0 with the comparison; 2 when an input is unreadable or wrong (the file, line and field named);
+3 when ``--fleet snapshot`` cannot read the snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+PROG = "topogov whatif"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "whatif",
+        help="what a policy or fleet change would do to a job trace",
+        description=(
+            "Replay a job trace on a fleet under the baseline policy and under a proposed policy "
+            "and/or changed fleet, on the Kueue model, and print both side by side: per team and "
+            "for the fleet, waits (p50/p95/max), jobs started, GPU-hours used vs quota, borrowed, "
+            "preemptions, multi-node jobs inside one network node per layer, utilization, free "
+            "whole layer-3 nodes. Runs offline from files."
+        ),
+        epilog=(
+            "trace CSV columns: submit_s,team,name,pods,gpus_per_pod,instance_type,duration_s,\n"
+            "  topology_mode,topology_level,fallback_after_s,priority (empty = the API's default)\n"
+            "fleet CSV columns: node,instance_type,layer-1,layer-2,layer-3,layer-4\n\n"
+            "exit codes:\n  0  done\n  2  usage: a missing or unreadable file, a wrong row or field (named)\n"
+            "  3  --fleet snapshot: the snapshot unreachable (no credentials, no bucket)\n\n"
+            "example:\n"
+            "  topogov whatif --trace examples/whatif/trace.csv --fleet examples/whatif/fleet.csv \\\n"
+            "    --baseline-policy teams.yaml --policy examples/whatif/teams-proposed.yaml"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--trace", type=Path, required=True, metavar="FILE", help="the job trace (CSV)")
+    p.add_argument(
+        "--fleet", required=True, metavar="FILE|snapshot", help="the fleet (CSV), or the topology snapshot's"
+    )
+    p.add_argument("--bucket", default=None, help="with --fleet snapshot: the snapshot's S3 bucket")
+    p.add_argument("--policy", type=Path, required=True, metavar="FILE", help="the proposed policy (YAML)")
+    p.add_argument(
+        "--baseline-policy", type=Path, metavar="FILE", help="the policy in force (default: --policy)"
+    )
+    p.add_argument(
+        "--fleet-change",
+        action="append",
+        default=[],
+        metavar="CHANGE",
+        help="+TYPE=N adds N nodes as a new layer-3 domain, -TYPE=N removes N (repeatable; proposal only)",
+    )
+    p.add_argument(
+        "--regime",
+        default="as-submitted",
+        help="how jobs ask for topology: as-submitted (default), plain-kueue, preferred, required, topogov",
+    )
+    p.add_argument(
+        "--release-lag",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="admission to pods running plus end to quota released, beyond each job's duration (0)",
+    )
+    p.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or json")
+    p.set_defaults(func=run)
+    return p
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _Usage(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+class _Usage(Exception):
+    pass
+
+
+class _Unreachable(Exception):
+    pass
+
+
+def scenarios(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The trace and ``{name: (nodes, policy)}`` the arguments describe; :class:`_Usage` if wrong."""
+    from topogov.domain.policy import PolicyError, load_policy
+    from topogov.logic.whatif import REGIMES, InputError, change_fleet, parse_fleet, parse_trace
+
+    if args.regime not in REGIMES:
+        raise _Usage(f"--regime: must be one of {', '.join(REGIMES)}, got {args.regime!r}")
+
+    def policy(path: Path, flag: str) -> Any:
+        try:
+            return load_policy(_read(path, "policy"))
+        except PolicyError as exc:
+            first = exc.problems[0]
+            raise _Usage(
+                f"{flag} {path} is invalid: {first[0]}: {first[1]}"
+                if first[0]
+                else f"{flag} {path}: {first[1]}"
+            ) from None
+
+    try:
+        trace = parse_trace(_read(args.trace, "trace"), str(args.trace))
+        if args.fleet == "snapshot":
+            nodes = snapshot_fleet(args.bucket)
+        else:
+            nodes = parse_fleet(_read(Path(args.fleet), "fleet"), str(args.fleet))
+        changed = nodes
+        for change in args.fleet_change:
+            changed = change_fleet(changed, change)
+    except InputError as exc:
+        raise _Usage(str(exc)) from None
+    proposed = policy(args.policy, "--policy")
+    baseline = policy(args.baseline_policy, "--baseline-policy") if args.baseline_policy else proposed
+    out = {"baseline": (nodes, baseline)}
+    if args.baseline_policy or args.fleet_change:
+        out["proposed"] = (changed, proposed)
+    return trace, out
+
+
+def snapshot_fleet(bucket: str | None) -> list[Any]:
+    """The snapshot's nodes that carry a topology, with nothing requested (the trace's jobs are all
+    there is in a replay)."""
+    from dataclasses import replace
+
+    from topogov.adapters.snapshot_store import S3SnapshotStore
+    from topogov.bootstrap import aws_session, retrying
+    from topogov.domain.errors import ConfigError, SnapshotError
+    from topogov.domain.quantity import Resources
+    from topogov.settings import ReconcileSettings
+    from topogov_cli.governor import settings_env
+
+    env = settings_env(argparse.Namespace(kubeconfig=None, cluster=None, bucket=bucket))
+    try:
+        settings = ReconcileSettings.from_env(env)
+        store = S3SnapshotStore(
+            retrying(aws_session(settings.region), "s3"), settings.snapshot_bucket, settings.snapshot_key
+        )
+        snapshot = store.load()
+    except ConfigError as exc:
+        raise _Usage(f"--fleet snapshot: {exc}") from None
+    except SnapshotError as exc:
+        raise _Unreachable(f"--fleet snapshot: {exc}") from None
+    if snapshot is None:
+        raise _Usage("--fleet snapshot: no topology snapshot yet (the reconcile pass writes it)")
+    nodes = [replace(n, requested=Resources()) for n in snapshot.nodes.values() if len(n.path) >= 3]
+    if not nodes:
+        raise _Usage("--fleet snapshot: the snapshot has no node with a network topology")
+    return sorted(nodes, key=lambda n: n.name)
+
+
+def run(args: argparse.Namespace) -> int:
+    from topogov.logic.whatif import compare, render_text
+    from topogov_cli.common import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+
+    try:
+        trace, named = scenarios(args)
+    except _Usage as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except _Unreachable as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    if args.release_lag < 0:
+        print(f"{PROG}: --release-lag: must be at least 0, got {args.release_lag:g}", file=sys.stderr)
+        return EXIT_USAGE
+    result = compare(trace, named, regime=args.regime, release_lag_s=args.release_lag)
+    if args.output == "json":
+        print(json.dumps(result, indent=2))
+        return EXIT_OK
+    # File names, not the paths as given: the header stays inside 100 columns wherever the files are.
+    baseline, proposed = Path(args.baseline_policy or args.policy).name, Path(args.policy).name
+    policies = {"baseline": baseline, "proposed": proposed}
+    trace_name = Path(args.trace).name
+    print(f"{len(trace)} jobs from {trace_name}, replayed on the Kueue model; regime {args.regime}")
+    for name, (nodes, _) in named.items():
+        changes = f" ({' '.join(args.fleet_change)})" if name == "proposed" and args.fleet_change else ""
+        print(f"  {name}: {len(nodes)} nodes{changes}, policy {policies[name]}")
+    print()
+    print(render_text(result["scenarios"]))
+    return EXIT_OK
