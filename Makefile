@@ -8,7 +8,7 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
 .PHONY: help install kubectl controlplane local test unit integration lint bench hardening clean openapi synth
-.PHONY: checks-tools bench-coldstart rehearse
+.PHONY: checks-tools bench-coldstart rehearse deploy-tools
 
 help:
 	@echo "make local   - the local stack (AWS on moto, Kubernetes + Kueue built from source, the API) and a walkthrough"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench   - reconcile benchmark at 100, 1,000 and 10,000 nodes"
 	@echo "make hardening - fuzzing, auth matrix, races and fault injection at full size, with a report"
 	@echo "make rehearse - cdk bootstrap/deploy/upgrade/destroy against the local AWS emulator, least privilege observed"
+	@echo "make deploy-tools - what a deploy needs (the CDK app, the topogov command, the CDK CLI); no Go"
 
 # Three distributions (docs/architecture.md): the service (.), the CLI (cli/), the local stack (local/).
 $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml
@@ -28,6 +29,18 @@ $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.t
 	@rm -f $(VENV)/.installed-*; touch $@
 
 install: $(STAMP) kubectl node_modules/.installed controlplane checks-tools
+
+# What a deploy needs and no more (README, "Deploying"): the CDK app and the topogov command in .venv,
+# and the CDK CLI; no Go, no local cluster, no kubectl (yours talks to your cluster). `make install`
+# later adds the rest to the same .venv.
+DEPLOY_STAMP := $(VENV)/.deploy-$(shell cat requirements/runtime.txt requirements/cli.txt requirements/infra.txt requirements/deploy.txt pyproject.toml cli/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
+$(DEPLOY_STAMP): requirements/runtime.txt requirements/cli.txt requirements/infra.txt requirements/deploy.txt pyproject.toml cli/pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -r requirements/deploy.txt
+	$(PIP) install --no-deps --no-build-isolation -e . -e cli 2> >(grep -v "is ignored: it is neither" >&2)
+	@rm -f $(VENV)/.deploy-*; touch $@
+
+deploy-tools: $(DEPLOY_STAMP) node_modules/.installed
 
 # cfn-lint and checkov (tests/infra/test_template_checks.py runs them on the synthesized template), in
 # a virtual environment of their own: checkov pins a boto3 that runtime.txt's cannot live beside.
@@ -86,6 +99,9 @@ bench: install
 	$(BIN)/topogov bench reconcile --nodes 100 --nodes 1000 --nodes 10000
 	$(BIN)/topogov bench governor --nodes 100 --nodes 1000 --nodes 10000
 	$(BIN)/topogov bench placement --nodes 1000 --nodes 10000
+	$(BIN)/topogov bench policies
+	$(BIN)/topogov bench simulate
+	$(BIN)/topogov bench estimate
 
 # Cold start before/after pruning the layer and with SnapStart (needs PyPI, or TOPOGOV_WHEELHOUSE).
 bench-coldstart: install

@@ -1,8 +1,10 @@
 """Shared test configuration: the packages are importable from their folders without an install,
-and the run fails if any emulator process a test started outlived it."""
+and the run fails if any emulator process a test started outlived it (each is killed, with its
+process group, before the run ends)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -35,6 +37,16 @@ def _alive(pid: int, program: str) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z" and cmdline[0].decode(errors="replace") == program
 
 
+def _kill(pid: int) -> None:
+    """SIGKILL ``pid`` and, when it leads a process group (every child the local stack starts does:
+    a server, the CDK CLI's supervisor), the whole group: what it started goes too."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = getattr(session.config, "_topogov_pid_log", None)
     if path is None:
@@ -44,7 +56,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pid, program, *_ = [*line.split(" ", 2), ""]
         if _alive(int(pid), program):
             left.append(line)
-            os.kill(int(pid), signal.SIGKILL)
+            _kill(int(pid))
     os.unlink(path)
     if left:
         print("\nprocesses the tests started and left running (killed now):", *left, sep="\n  ")

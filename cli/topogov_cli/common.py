@@ -230,6 +230,7 @@ FIELD_FLAGS = {
     "namespace": "--namespace", "team": "--team", "preferred_topology": "--preferred-topology",
     "required_topology": "--required-topology", "topology.level": "--required-topology/--preferred-topology",
     "topology.fallbackAfter": "--fallback-after", "topology": "--topology",
+    "expected_duration": "--expected-duration",
 }  # fmt: skip
 
 

@@ -87,11 +87,11 @@ def run_jobs(args: argparse.Namespace) -> int:
     rows = [
         [j["name"], j.get("team", ""), j.get("status") or "-", CHARGES.get(j.get("state") or "", "-"),
          (j.get("priority_class") or "-").removesuffix("-priority"), asked_text(j),
-         j.get("placement") or "-", age(j.get("submitted_at"))]
+         j.get("placement") or "-", eta_text(j.get("eta")), age(j.get("submitted_at"))]
         for j in items
     ]  # fmt: skip
-    headers = ["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "PLACEMENT", "AGE"]
-    print(fitted_table(headers, rows, terminal_width(), optional=("CHARGE", "AGE")))
+    headers = ["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "PLACEMENT", "ETA", "AGE"]
+    print(fitted_table(headers, rows, terminal_width(), optional=("CHARGE", "AGE", "ETA")))
     return EXIT_OK
 
 
@@ -282,6 +282,85 @@ def waiting_lines(w: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _who(j: Mapping[str, Any]) -> str:
+    return f"{j.get('team')}'s {j['job']}" if j.get("job") else f"a {j.get('team')} job"
+
+
+def _names(jobs: list[Mapping[str, Any]]) -> str:
+    """``team-c's c-exp and 3 team-a jobs``: the jobs the caller may see by name, the others counted
+    per team."""
+    hidden: dict[str, int] = {}
+    names = []
+    for j in jobs:
+        if j.get("job"):
+            names.append(_who(j))
+        else:
+            hidden[str(j.get("team"))] = hidden.get(str(j.get("team")), 0) + 1
+    names += [f"a {t} job" if n == 1 else f"{n} {t} jobs" for t, n in sorted(hidden.items())]
+    if not names:
+        return "-"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def eta_text(eta: Mapping[str, Any] | None) -> str:
+    """The ``ETA`` column: ``in 8m``, ``now``, ``?`` (no estimate) or ``-``."""
+    if not eta:
+        return "-"
+    start = eta.get("start_in_s")
+    if start is None:
+        return "?"
+    return "now" if start <= 0 else f"in {duration(start)}"
+
+
+def estimate_lines(e: Mapping[str, Any]) -> list[str]:
+    """A pending job's estimated start: when, where, once what ends, on what basis; never a promise."""
+    out = ["estimate"]
+    if e.get("error"):
+        return [*out, "  start      " + wrapped(f"none: {e['error']}", 13)]
+    start = e.get("start_in_s")
+    domain = e.get("domain") or {}
+    where = f" in {domain['domain']} (layer-{domain['layer']})" if domain else ""
+    if start is None:
+        unknown = e.get("unknown_ends") or []
+        why = (
+            f"it depends on {_names(unknown)}, whose end nothing tells" if unknown else "not within two weeks"
+        )
+        if e.get("stopped_queue"):
+            why = f"ClusterQueue {e['stopped_queue']} is stopped: nothing starts there until it is resumed"
+        out.append("  start      " + wrapped(f"none: {why}", 13))
+    else:
+        when = "now" if start <= 0 else f"in {duration(start)} ({e.get('start_at')})"
+        once = f", once {_names(e['waits_for'])} finish" if e.get("waits_for") else ""
+        fallback = ", after its fallback to preferred" if e.get("after_fallback") else ""
+        out.append("  start      " + wrapped(f"{when}{once}{where}{fallback}", 13))
+    if e.get("preempts"):
+        out.append("  preempts   " + wrapped(_names(e["preempts"]), 13))
+    for alt in e.get("alternatives") or []:
+        by = f", preempting {_names(alt['preempts'])}" if alt.get("preempts") else ""
+        out.append(
+            f"  or         start now as {alt['topology'].replace('topology.k8s.aws/network-node-', '')}{by}"
+        )
+    known = [b for b in e.get("bases") or [] if b.get("expected_s")]
+    bases = [f"{_who(b)}: {duration(b['expected_s'])} ({b['basis']})" for b in known]
+    mine = e.get("expected_duration") or {}
+    if mine.get("seconds"):
+        bases.insert(0, f"this job: {duration(mine['seconds'])} ({mine['basis']})")
+    unknown = [b for b in e.get("bases") or [] if not b.get("expected_s")]
+    if unknown:
+        bases.append(f"not known for {_names(unknown)}")
+    if bases:
+        out.append("  run times  " + wrapped("; ".join(bases), 13))
+    if e.get("overdue"):
+        out.append(
+            "  overdue    "
+            + wrapped(f"{_names(e['overdue'])} ran past their expected end: taken to end now", 13)
+        )
+    age = e.get("nodes_as_of_s")
+    nodes = f"; node data last changed {duration(age)} ago" if age is not None else ""
+    out.append("  assumes    " + wrapped(f"{e.get('assumes')}{nodes}", 13))
+    return out
+
+
 def job_text(view: Mapping[str, Any]) -> str:
     d = view.get("decision") or {}
     topo = d.get("topology") or {}
@@ -320,6 +399,9 @@ def job_text(view: Mapping[str, Any]) -> str:
     waiting = view.get("waiting")
     if waiting and view.get("status") == "Pending":
         lines += "\n\n" + "\n".join(waiting_lines(waiting))
+    estimate = view.get("estimate")
+    if estimate and view.get("status") == "Pending":
+        lines += "\n\n" + "\n".join(estimate_lines(estimate))
     placement = view.get("placement") or {}
     if placement.get("by_node"):
         lines += "\n\nwhere\n" + "\n".join(domain_rows(placement))

@@ -35,7 +35,19 @@ def versions() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    from topogov_cli import completion, doctor, governor, jobs, policy, reconcile, submit, teams, topology
+    from topogov_cli import (
+        completion,
+        doctor,
+        governor,
+        jobs,
+        policy,
+        preflight,
+        reconcile,
+        submit,
+        teams,
+        topology,
+        whatif,
+    )
 
     p = Parser(
         prog="topogov",
@@ -45,7 +57,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=versions(), help="the installed versions")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (submit, jobs, teams, topology, reconcile, policy, governor, doctor, completion):
+    for group in (
+        submit,
+        jobs,
+        teams,
+        topology,
+        reconcile,
+        policy,
+        governor,
+        doctor,
+        preflight,
+        whatif,
+        completion,
+    ):
         group.add_parser(sub)
     for add in plugin_commands():  # e.g. `local` and `bench` from topogov-local, when installed
         add(sub)

@@ -155,6 +155,9 @@ def add_parser(sub: Any) -> None:
         "-f", "--file", metavar="JOB.yaml", help="a batch/v1 Job manifest, YAML or JSON ('-' for stdin)"
     )
     how.add_argument("--team", metavar="TEAM", help="the team (default: your only team)")
+    how.add_argument(
+        "--expected-duration", metavar="DURATION", help="how long it should run (2h): start estimates use it"
+    )
     how.add_argument("--dry-run", action="store_true", help="decide and explain; create and charge nothing")
     how.add_argument(
         "--idempotency-key", metavar="KEY", help="a retry with the same key returns the first answer"
@@ -217,6 +220,8 @@ def submission(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]
             body["preferred_topology"] = args.preferred_topology
     if args.team:
         body["team"] = args.team
+    if args.expected_duration:
+        body["expected_duration"] = args.expected_duration
     query = {"dryRun": "true"} if args.dry_run else {}
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
     return body, query, headers

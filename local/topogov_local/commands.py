@@ -13,7 +13,28 @@ from topogov_cli.common import LOCAL_DIR
 def _local(args: argparse.Namespace) -> int:
     from topogov_local.walkthrough import run
 
-    return run(args)
+    code = run(args)
+    _exit_now_if_the_command_is_the_process(code)
+    return code
+
+
+def _exit_now_if_the_command_is_the_process(code: int) -> None:
+    """Once ``topogov local`` has stopped its stack, end the process with ``os._exit``: the
+    interpreter's finalization of what a stack leaves in memory (clients, the snapshot, the
+    libraries' modules) took 2.8 to 5 s after a Ctrl-C on a loaded machine, past the 3 s a stop may
+    take. Only when the command is the process (``topogov``, ``python -m topogov_cli.main``), never
+    in a caller's interpreter."""
+    import logging
+    import os
+    import sys
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if Path(sys.argv[0]).name != "topogov" and getattr(spec, "name", None) != "topogov_cli.main":
+        return
+    logging.shutdown()  # the functions' log file, flushed and closed
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -40,6 +61,24 @@ def _bench_admission(args: argparse.Namespace) -> int:
     return run_admission(args)
 
 
+def _bench_policies(args: argparse.Namespace) -> int:
+    from topogov_local.bench_policies import run
+
+    return run(args)
+
+
+def _bench_simulate(args: argparse.Namespace) -> int:
+    from topogov_local.bench_policies import run_speed
+
+    return run_speed(args)
+
+
+def _bench_estimate(args: argparse.Namespace) -> int:
+    from topogov_local.bench_estimate import run
+
+    return run(args)
+
+
 def _bench_placement(args: argparse.Namespace) -> int:
     from topogov_local.bench_placement import run
 
@@ -50,6 +89,17 @@ def _bench_coldstart(args: argparse.Namespace) -> int:
     from topogov_local.bench_coldstart import run
 
     return run(args)
+
+
+def _id_page(text: str) -> int:
+    """``--ec2-id-page``: DescribeInstanceTopology answers at most 100 instances a page."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a page size: an integer 1..100")
+    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -76,6 +126,11 @@ def add_parsers(sub: Any) -> None:
     local.add_argument(
         "--api-port", type=int, default=8080, help="port of the local REST API (8080; 0 = any)"
     )
+    local.add_argument(
+        "--labelled-by-eks",
+        action="store_true",
+        help="the nodes start with EKS's own topology labels (EC2's answers); the labeler adopts them",
+    )
     local.set_defaults(func=_local)
 
     bench = sub.add_parser("bench", help="benchmarks", description="Benchmarks against the local stack.")
@@ -88,6 +143,16 @@ def add_parsers(sub: Any) -> None:
     brec.add_argument("--nodes", type=int, action="append", required=True, help="node count (repeatable)")
     brec.add_argument("--json", action="store_true", help="one JSON object per pass")
     brec.add_argument("--ec2-rate", type=float, default=200.0, help="raised emulated EC2 rate (200/s)")
+    brec.add_argument(
+        "--ec2-id-page",
+        type=_id_page,
+        default=None,
+        metavar="N",
+        help="the emulated EC2 pages id queries at N (EC2's documented default page is 20; default 100)",
+    )
+    brec.add_argument(
+        "--labelled-by-eks", action="store_true", help="the nodes start with EKS's own topology labels"
+    )
     brec.set_defaults(func=_bench)
     bapi = bsub.add_parser(
         "api",
@@ -123,6 +188,44 @@ def add_parsers(sub: Any) -> None:
     )
     badm.add_argument("--json", action="store_true", help="one JSON object per measurement")
     badm.set_defaults(func=_bench_admission)
+    bpol = bsub.add_parser(
+        "policies",
+        help="Topogov's topology decisions against plain Kueue, on the same trace and fleet (the model)",
+        description=(
+            "The same job trace on the same fleet under four regimes (plain-kueue, preferred, required, "
+            "topogov), on the Kueue model, with a run-time penalty for pods spread across network nodes "
+            "(412/631/905 ms per step, scaled by each --penalty-scale): wait p50/p95, utilization, "
+            "effective throughput, multi-node jobs inside one layer-3 node; then a Markdown table."
+        ),
+    )
+    bpol.add_argument("--trace", action="append", help="walkthrough, acme-seren (repeatable; default both)")
+    bpol.add_argument("--jobs", type=int, default=3000, help="jobs of the acme-seren trace (3000)")
+    bpol.add_argument("--load", type=float, default=1.5, help="acme-seren's offered load x its GPUs (1.5)")
+    bpol.add_argument(
+        "--penalty-scale", type=float, action="append", help="penalty scales (repeatable; 0, 0.5, 1, 2)"
+    )
+    bpol.add_argument("--json", action="store_true", help="one JSON object per simulation")
+    bpol.set_defaults(func=_bench_policies)
+    bsim = bsub.add_parser(
+        "simulate",
+        help="the trace simulator's speed: a week of Seren-shaped jobs on N nodes, CPU seconds",
+        description="CPU seconds of topogov whatif's replay for a week of jobs (default 5,000 and 20,000).",
+    )
+    bsim.add_argument("--nodes", type=int, default=2000, help="p5.48xlarge nodes (2000)")
+    bsim.add_argument("--jobs", type=int, action="append", help="jobs (repeatable; default 5000, 20000)")
+    bsim.add_argument("--json", action="store_true", help="one JSON object per run")
+    bsim.set_defaults(func=_bench_simulate)
+    best = bsub.add_parser(
+        "estimate",
+        help="a pending job's start estimate in the API at N nodes: ms per estimate",
+        description="Milliseconds of GET /v1/jobs/{team}/{name}'s start estimate (target p50 200 ms).",
+    )
+    best.add_argument("--nodes", type=int, action="append", help="p5 hosts (repeatable; default 10000)")
+    best.add_argument("--pending", type=int, default=1000, help="pending jobs kept (1000)")
+    best.add_argument("--jobs", type=int, default=None, help="jobs submitted (default nodes x 4/3)")
+    best.add_argument("--runs", type=int, default=5, help="pending jobs estimated, spread over the queue (5)")
+    best.add_argument("--json", action="store_true", help="one JSON object per fleet size")
+    best.set_defaults(func=_bench_estimate)
     bpla = bsub.add_parser(
         "placement",
         help="placement quality, capacity view and a waiting job's closest domain: CPU at N nodes",

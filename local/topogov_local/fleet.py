@@ -4,11 +4,12 @@ Kubernetes API, registered the way the AWS cloud provider and kubelet would regi
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
+from topogov.domain.instance_types import ALLOCATABLE
 from topogov_local.cluster.manifests import KWOK_NODE_ANNOTATION
 
 REGION = "us-east-1"
@@ -16,47 +17,7 @@ DEFAULT_AZ = "us-east-1a"
 DEFAULT_FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 AMI = "ami-12345678"
 
-# Allocatable per instance type, as the device plugins and kubelet report them on EKS.
-SHAPES: dict[str, dict[str, str]] = {
-    "p5.48xlarge": {
-        "nvidia.com/gpu": "8",
-        "vpc.amazonaws.com/efa": "32",
-        "cpu": "191450m",
-        "memory": "2002Gi",
-    },
-    "p5e.48xlarge": {
-        "nvidia.com/gpu": "8",
-        "vpc.amazonaws.com/efa": "32",
-        "cpu": "191450m",
-        "memory": "2002Gi",
-    },
-    "p5en.48xlarge": {
-        "nvidia.com/gpu": "8",
-        "vpc.amazonaws.com/efa": "16",
-        "cpu": "191450m",
-        "memory": "2002Gi",
-    },
-    "p4d.24xlarge": {
-        "nvidia.com/gpu": "8",
-        "vpc.amazonaws.com/efa": "4",
-        "cpu": "95690m",
-        "memory": "1100Gi",
-    },
-    "p6-b200.48xlarge": {
-        "nvidia.com/gpu": "8",
-        "vpc.amazonaws.com/efa": "8",
-        "cpu": "191450m",
-        "memory": "2002Gi",
-    },
-    "trn2.48xlarge": {
-        "aws.amazon.com/neuron": "16",
-        "vpc.amazonaws.com/efa": "16",
-        "cpu": "191450m",
-        "memory": "2002Gi",
-    },
-    "c5.2xlarge": {"cpu": "7910m", "memory": "14Gi"},
-    "m5.xlarge": {"cpu": "3920m", "memory": "14Gi"},
-}
+SHAPES = ALLOCATABLE  # the catalog lives with the domain: the simulator reads it too
 _GROUP = re.compile(r"^\s*([a-z0-9-]+\.[a-z0-9]+)\s*=\s*(\d+)\s*(?:@\s*([a-z0-9-]+))?\s*$")
 
 
@@ -81,8 +42,10 @@ def parse_fleet(text: str) -> list[FleetGroup]:
     return groups
 
 
-def launch(ec2: Any, groups: Iterable[FleetGroup], chunk: int = 500) -> list[dict[str, Any]]:
-    """RunInstances for every group (in chunks), through the real EC2 API of the local stack."""
+def launch(ec2: Any, groups: Iterable[FleetGroup], chunk: int = 200) -> list[dict[str, Any]]:
+    """RunInstances for every group (in chunks), through the real EC2 API of the local stack. Chunks
+    of 200: on a loaded machine moto took more than botocore's 60 s read timeout for 500, and the
+    retry launched them again (RunInstances is idempotent only by ClientToken, which moto ignores)."""
     instances: list[dict[str, Any]] = []
     for group in groups:
         left = group.count
@@ -105,9 +68,12 @@ def node_name(instance: dict[str, Any]) -> str:
     return f"{instance['InstanceId']}.ec2.internal"
 
 
-def node_object(instance: dict[str, Any], *, simulated: bool = True) -> dict[str, Any]:
+def node_object(
+    instance: dict[str, Any], *, simulated: bool = True, labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The Node kubelet registers for ``instance``; ``simulated``: KWOK keeps it Ready and runs its
-    pods (without: a Node object only, for label benchmarks at sizes KWOK's heartbeats would load)."""
+    pods (without: a Node object only, for label benchmarks at sizes KWOK's heartbeats would load);
+    ``labels``: more labels it carries (EKS's topology labels, :func:`eks_topology_labels`)."""
     itype = instance["InstanceType"]
     az = instance["Placement"]["AvailabilityZone"]
     name = node_name(instance)
@@ -126,6 +92,7 @@ def node_object(instance: dict[str, Any], *, simulated: bool = True) -> dict[str
                 "topology.kubernetes.io/region": az[:-1],
                 "topology.kubernetes.io/zone": az,
                 "eks.amazonaws.com/nodegroup": itype.split(".")[0] + "-group",
+                **(labels or {}),
             },
         },
         "spec": {"providerID": f"aws:///{az}/{instance['InstanceId']}"},
@@ -156,14 +123,42 @@ def node_object(instance: dict[str, Any], *, simulated: bool = True) -> dict[str
     }
 
 
+def eks_topology_labels(aws_url: str, region: str, account_id: str) -> dict[str, dict[str, str]]:
+    """Per instance id, the labels EKS writes on its node (EKS User Guide, "Place distributed AI/ML
+    workloads with network topology labels": ``topology.k8s.aws/network-node-layer-1..N`` from EC2's
+    DescribeInstanceTopology, and ``topology.k8s.aws/zone-id``), with the values the emulated
+    DescribeInstanceTopology answers (its control route, outside the request bucket)."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    from topogov.domain.labels import ZONE_ID_LABEL, layer_label
+
+    query = urllib.parse.urlencode({"region": region, "account_id": account_id})
+    with urllib.request.urlopen(f"{aws_url}/_topogov/ec2/topology?{query}", timeout=60) as resp:
+        answers = json.load(resp)["instances"]
+    return {
+        iid: {
+            **{layer_label(k): n for k, n in enumerate(a["network_nodes"], start=1)},
+            **({ZONE_ID_LABEL: a["zone_id"]} if a.get("zone_id") else {}),
+        }
+        for iid, a in answers.items()
+    }
+
+
 def register_nodes(
-    kube: KubeHttp, instances: Sequence[dict[str, Any]], *, simulated: bool = True
+    kube: KubeHttp,
+    instances: Sequence[dict[str, Any]],
+    *,
+    simulated: bool = True,
+    labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[str]:
-    """Create one Node per instance (what kubelet does when an instance joins), eight at a time."""
+    """Create one Node per instance (what kubelet does when an instance joins), eight at a time;
+    ``labels``: per instance id, more labels its node carries."""
     from concurrent.futures import ThreadPoolExecutor
 
     def register(instance: dict[str, Any]) -> str:
-        obj = node_object(instance, simulated=simulated)
+        obj = node_object(instance, simulated=simulated, labels=(labels or {}).get(instance["InstanceId"]))
         resp = kube.request("POST", "/api/v1/nodes", body=obj)
         if resp.status not in (200, 201):
             raise RuntimeError(f"register node {obj['metadata']['name']}: HTTP {resp.status} {resp.body}")

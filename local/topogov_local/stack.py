@@ -19,9 +19,11 @@ import configparser
 import json
 import os
 import secrets
+import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,7 @@ class StackOptions:
     policy_file: Path = REPO_POLICY
     region: str = fleetmod.REGION
     api_snapshot_ttl_s: float | None = None  # TOPOGOV_SNAPSHOT_TTL_S of the API (None: the default)
+    labelled_by_eks: bool = False  # the nodes carry EKS's own topology labels, as EKS writes them
 
 
 # Every call of a local function its deployed role refused, over the stacks of this process (the
@@ -90,6 +93,25 @@ class IamRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"allowed": self.allowed, "calls": self.calls, "denied": self.denied}
+
+
+DEPLOY_JOIN_S = 0.5  # how long a stop gives the deploying thread to end (it is a daemon)
+
+
+def _background(fn: Callable[[], Any], name: str) -> tuple[Future[Any], threading.Thread]:
+    """``fn`` in a daemon thread (not started), its outcome in the Future: a stop never waits for a
+    thread blocked in an AWS call, not even at the interpreter's exit, as it would for an executor's."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # handed to the thread waiting for the result
+            future.set_exception(exc)
+
+    return future, threading.Thread(target=run, name=name, daemon=True)
 
 
 class LocalStack:
@@ -171,11 +193,11 @@ class LocalStack:
             emulator.register_cluster(CLUSTER, cluster.url, cluster.pki.ca.read_bytes())
             return deployer.deploy()
 
-        work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdk")
+        deployed, worker = _background(deploy, "cdk-deploy")
         try:
             self.aws.start()
-            deployed = work.submit(deploy)
-            self.cluster.start()
+            worker.start()
+            self.cluster.start(stop_on_error=False)  # on an error or a stop signal: all at once, below
             self.kubeconfig.write_text(self.cluster.kubeconfig("admin").read_text())
             self.kubeconfig.chmod(0o600)
             self._write_credentials()
@@ -189,11 +211,14 @@ class LocalStack:
             self._write_endpoints()
             lock.update(api_url=self.api.url if self.api else None, aws_url=self.aws.url)
         except BaseException:
+            # A failure or a stop signal (SIGINT/SIGTERM/SIGHUP raise in this thread) in any phase:
+            # the CDK run under way is killed with its whole tree (the deploying thread then ends
+            # at once: it is given a moment, while the emulator still answers, not waited for), and
+            # the servers get one grace period together.
             deployer.cancel()
-            work.shutdown(wait=True, cancel_futures=True)
+            worker.join(timeout=DEPLOY_JOIN_S)
             self.stop()
             raise
-        work.shutdown(wait=False)
         return self
 
     def stop(self) -> None:
@@ -359,7 +384,12 @@ class LocalStack:
         launched = fleetmod.launch(self.client("ec2"), groups)
         self.instances.extend(launched)
         if register:
-            names = fleetmod.register_nodes(self.kube(), launched, simulated=self.options.simulated_nodes)
+            labels = None
+            if self.options.labelled_by_eks:  # EKS labels its nodes from EC2's answers itself
+                labels = fleetmod.eks_topology_labels(self.aws_url, self.options.region, LOCAL_ACCOUNT)
+            names = fleetmod.register_nodes(
+                self.kube(), launched, simulated=self.options.simulated_nodes, labels=labels
+            )
             if self.options.simulated_nodes and settle:
                 self.wait_nodes_settled(names)
         return launched

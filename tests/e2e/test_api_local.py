@@ -338,6 +338,36 @@ def test_topology_and_openapi_routes(stack):
     assert "/v1/jobs" in doc["paths"] and "/v1/jobs/{team}/{name}" in doc["paths"]
 
 
+def test_an_admin_replays_a_trace_under_a_proposed_policy_on_the_snapshots_fleet(stack):
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "whatif"
+    trace = (examples / "trace.csv").read_text()
+    body = {
+        "trace": trace,
+        "policy": (examples / "teams-proposed.yaml").read_text(),
+        "fleet_change": ["+p5.48xlarge=8"],
+    }
+    resp = call(stack, "POST", "/v1/whatif", profile="topogov-admin", body=body)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    assert out["jobs"] == 150 and out["nodes"]["proposed"] == out["nodes"]["baseline"] + 8
+    for name in ("baseline", "proposed"):
+        scenario = out["scenarios"][name]
+        assert len(scenario["jobs"]) == 150 and set(scenario["teams"]) >= {"team-a", "team-c"}
+    # a wrong row is named by line and field, and a member may not replay at all
+    wrong = trace.splitlines()[0] + "\n0,team-a,no-pods,0,8,p5.48xlarge,60,,,,\n"
+    bad = call(stack, "POST", "/v1/whatif", profile="topogov-admin", body={"trace": wrong})
+    assert bad.status_code == 400 and bad.json()["error"]["details"]["field"] == "trace", bad.text
+    assert bad.json()["error"]["message"] == "trace: line 2, pods: must be at least 1, got '0'", bad.text
+    change = call(
+        stack, "POST", "/v1/whatif", profile="topogov-admin", body={"trace": trace, "fleet_change": ["p5=1"]}
+    )
+    assert change.status_code == 400 and change.json()["error"]["details"]["field"].startswith("fleet_change")
+    member = call(stack, "POST", "/v1/whatif", body={"trace": trace})
+    assert member.status_code == 403 and member.json()["error"]["code"] == "FORBIDDEN"
+
+
 def test_kubectl_sees_the_jobs(stack):
     assert shutil.which("kubectl"), "kubectl is required (make kubectl)"
     cmd = ["kubectl", "--kubeconfig", str(stack.kubeconfig), "get", "jobs", "-n", "hyperpod-ns-team-a"]
@@ -373,13 +403,27 @@ def test_the_reconcile_pass_releases_finished_and_vanished_jobs_once_and_reports
     # When two reconcile passes run
     first = handler(events.scheduled_event(), LocalContext())["ledger"]
     second = handler(events.scheduled_event(), LocalContext())["ledger"]
-    # Then both charges were released, once
+    # Then both charges were released
     assert first["released_finished"] >= 1 and first["released_vanished"] >= 1
-    assert second["released_finished"] == second["released_vanished"] == 0
-    assert call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"] == used - 16
+    assert call(stack, "GET", "/v1/jobs/team-a/done-job").json()["state"] == "released"
+    assert call(stack, "GET", "/v1/jobs/team-a/gone-job").json()["state"] == "released"
+    # once each: the team's counter is what its unreleased records charge, no less (the other jobs
+    # of this module run 30 s and may finish, and be released, between any two of these lines, so
+    # "used - 16" alone held only on an idle machine)
+    after = call(stack, "GET", "/v1/teams/team-a").json()["in_flight"]["nvidia.com/gpu"]
+    assert after == second["in_flight_gpu"]["team-a"] == _charged_gpu(stack, "team-a") <= used - 16
     assert "hyperpod-ns-team-a/stray-job" in first["unmanaged_jobs"]
-    assert second["in_flight_gpu"]["team-a"] == used - 16
     assert call(stack, "GET", "/v1/jobs/team-a/done-job").json()["status"] == "Succeeded"
+
+
+def _charged_gpu(stack, team):
+    """GPUs the ledger's records still charge: the sum of what each unreleased record asked."""
+    total = 0
+    for listed in call(stack, "GET", f"/v1/jobs?team={team}").json()["jobs"]:
+        if listed["state"] != "released":
+            view = call(stack, "GET", f"/v1/jobs/{team}/{listed['name']}").json()
+            total += sum(q["asked"] for q in view["decision"]["quota"] if q["resource"] == "nvidia.com/gpu")
+    return total
 
 
 def test_an_idempotency_key_returns_the_first_answer_and_charges_once(stack):
@@ -432,6 +476,9 @@ def test_status_follows_kueue_from_pending_to_succeeded(stack):
                 (v := call(stack, "GET", "/v1/jobs/team-b/wl-job", profile="topogov-team-b").json())[
                     "why_pending"
                 ]
+                # Kueue's own message, not the API's "waiting for Kueue to create a Workload" that
+                # comes first (a loaded CI run read that one)
+                and not v["why_pending"].startswith("waiting for Kueue")
                 and v
             ),
             "Kueue says why it waits",
@@ -497,6 +544,8 @@ def _workload_topology(stack, name):
         )
         .body["items"]
     )
+    if not items:
+        return None  # Kueue has not made it yet
     (workload,) = items
     request = workload["spec"]["podSets"][0].get("topologyRequest") or {}
     return {k: v for k, v in request.items() if k in ("required", "preferred")}
@@ -548,7 +597,9 @@ def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_onc
             resp = call(stack, "POST", "/v1/jobs", body=job(name, replica_count=4, topology=topology))
             assert resp.status_code == 201, resp.text
         # (fb-half as a pass that stopped between its two patches leaves it: the Job prefers, the
-        # Workload still requires)
+        # Workload still requires; so the Workload must exist first, or Kueue would build it from the
+        # relaxed Job, as a loaded CI run once saw)
+        wait_until(lambda: _workload_topology(stack, "fb-half") == {"required": level}, "fb-half's Workload")
         assert KubeJobs(stack.kube())._relax_job("hyperpod-ns-team-a", "fb-half", level) == "switched"
         for name in ("fb-waits", "fb-no-deadline", "fb-half"):
             view = wait_until(

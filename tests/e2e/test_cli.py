@@ -118,6 +118,10 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     # the governor: objects created by the first pass, kubectl lists them, a hand edit is planned
     # and corrected
     assert "14 created" in text and "3 unchanged" in text  # namespaces: rbac.yaml
+    # what if: a policy change replayed on the snapshot's fleet, its effect in figures
+    assert "What if: a policy change replayed on this fleet" in text
+    assert re.search(r"^  baseline: \d+ nodes, policy \S*teams\.yaml$", text, re.M)
+    assert "Wait p95, baseline -> proposed: team-a " in text
     assert "clusterqueue.kueue.x-k8s.io/hyperpod-ns-team-a-clusterqueue" in text
     assert "resourceflavor.kueue.x-k8s.io/p6-b200.48xlarge" in text and "topogov-4-layers" in text
     assert 'spec.stopPolicy: "Hold" -> "None"' in text and "(edited by hand)" in text
@@ -131,6 +135,10 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     # borrowing and reclaiming, waiting for another job, priority preemption (Kueue's own reasons)
     assert "kueue: Preempted (InCohortReclamation)" in text and "kueue: Preempted (InClusterQueue)" in text
     assert "c-exp Succeeded; c-next Running" in text and "c-next Succeeded; a-big Running" in text
+    # the pending job's start estimate, then its real start beside it
+    assert re.search(r"^estimate\n  start      (now|in \d+s \(\S+\))", text, re.M), text
+    beside = r"c-next: estimated to start at \S+, Kueue admitted it at \S+ \(\d+ s (later|earlier)"
+    assert re.search(beside, text), text
     # the fallback relaxes a job that could not start, and Kueue starts it
     assert "fallbacks this pass: team-a/wide-l2" in text
     assert re.search(r"^wide-l2 +team-a +Running .* relaxed layer-2 ", text, re.M)
@@ -170,6 +178,7 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
         handler(events.scheduled_event(), LocalContext())
     finally:
         del os.environ["TOPOGOV_GOVERNOR"]
+    capsys.readouterr()  # the pass's own log lines (Powertools writes to the stdout it found first)
     kube = stack.kube()
     before = kube.request("GET", "/_emulator/requests").body
 

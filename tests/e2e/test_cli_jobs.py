@@ -134,7 +134,7 @@ def test_submit_a_high_level_job_that_fits_prints_the_decision(stack, home):
     flat = re.sub(r"\n {4,}", " ", text)  # a long value wraps under itself
     assert re.search(
         r"^why\s+required at layer-3: fits now in nn-\w+ \(\d+ of 4 nodes free; "
-        r"Kueue's BestFit would pick it\)",
+        r"Kueue's BestFit would pick it\); as of the node snapshot, changed \d+ (s|min|h) ago",
         flat,
         re.M,
     )
@@ -544,10 +544,10 @@ def _list_show_and_cancel(stack, home):
     used = in_flight_gpu(stack, home)
     # Then `jobs` lists it in a table
     table = ok(run(stack, "jobs", home=home))
-    assert re.match(r"NAME\s+TEAM\s+STATUS\s+CHARGE\s+PRIORITY\s+TOPOLOGY\s+PLACEMENT\s+AGE\n", table)
+    assert re.match(r"NAME\s+TEAM\s+STATUS\s+CHARGE\s+PRIORITY\s+TOPOLOGY\s+PLACEMENT\s+ETA\s+AGE\n", table)
     # with the status `job` shows (one vocabulary) and the charge
     assert re.search(
-        r"^cli-flow\s+team-a\s+Pending\s+held\s+experimentation\s+preferred layer-3\s+-\s+"
+        r"^cli-flow\s+team-a\s+Pending\s+held\s+experimentation\s+preferred layer-3\s+-\s+\?\s+"
         r"\d+[smhd]$",
         table,
         re.M,
@@ -566,6 +566,10 @@ def _list_show_and_cancel(stack, home):
     assert re.search(r"^why pending\s+ClusterQueue hyperpod-ns-team-a-clusterqueue is inactive$", shown, re.M)
     assert re.search(r"^charge\s+in-flight charge held", shown, re.M)
     assert re.search(r"^topology\s+preferred layer-3$", shown, re.M)
+    # and no start estimate while its queue is stopped, saying why
+    assert re.search(
+        r"^estimate\n  start      none: ClusterQueue hyperpod-ns-team-a-clusterqueue is stopped", shown, re.M
+    ), shown
     assert "events" in shown and "submitted" in shown
     # When it is cancelled
     out = run(stack, "cancel", "cli-flow", home=home)

@@ -22,11 +22,11 @@ MARK = "<!-- readme-test: local-stack -->"
 EXIT = re.compile(r"#\s*exit (\d+)")
 
 
-def blocks(text: str) -> list[str]:
+def blocks(text: str, mark: str = MARK) -> list[str]:
     found = []
-    for part in text.split(MARK)[1:]:
+    for part in text.split(mark)[1:]:
         body = part.lstrip()
-        assert body.startswith("```bash\n"), f"{MARK} must be followed by a bash block: {body[:60]!r}"
+        assert body.startswith("```bash\n"), f"{mark} must be followed by a bash block: {body[:60]!r}"
         found.append(body[len("```bash\n") : body.index("\n```", 7)])
     return found
 

@@ -117,6 +117,7 @@ class Route:
         return self.path.format(caller=caller, name=name)
 
 
+WHATIF_TRACE = "submit_s,team,name,pods,gpus_per_pod,duration_s\n0,team-a,wi-1,2,8,60\n"
 ROUTES = {
     "POST /v1/jobs": Route("POST", "/v1/jobs", body=lambda caller: job_body(f"authz-post-{caller}")),
     "POST /v1/jobs?dryRun=true": Route(
@@ -130,6 +131,7 @@ ROUTES = {
     "GET /v1/teams/team-a": Route("GET", "/v1/teams/team-a"),
     "GET /v1/topology": Route("GET", "/v1/topology"),
     "GET /v1/openapi.json": Route("GET", "/v1/openapi.json"),
+    "POST /v1/whatif": Route("POST", "/v1/whatif", body=lambda caller: {"trace": WHATIF_TRACE}),
 }
 
 # Signed callers: the status each one gets on each route (FORBIDDEN for the other team's member).
@@ -144,6 +146,7 @@ EXPECTED = {
     "GET /v1/teams/team-a": {"member": 200, "other": 403, "admin": 200},
     "GET /v1/topology": {"member": 200, "other": 200, "admin": 200},
     "GET /v1/openapi.json": {"member": 200, "other": 200, "admin": 200},
+    "POST /v1/whatif": {"member": 403, "other": 403, "admin": 200},  # admins only
 }
 GATEWAY_ANSWER = {  # x-amzn-ErrorType, message pattern
     "unsigned": ("MissingAuthenticationTokenException", re.escape(MISSING_AUTHENTICATION_TOKEN)),
@@ -182,7 +185,10 @@ def check_forbidden(resp: requests.Response) -> None:
 
 def check_allowed(route_id: str, caller: str, resp: requests.Response) -> None:
     body = resp.json()
-    if route_id.startswith("POST"):
+    if route_id == "POST /v1/whatif":
+        (job,) = body["scenarios"]["baseline"]["jobs"]
+        assert body["jobs"] == 1 and job["name"] == "wi-1" and len(job["nodes"]) == 2, body
+    elif route_id.startswith("POST"):
         assert body["decision"]["team"] == "team-a" and body["dry_run"] is route_id.endswith("true")
     elif route_id == "GET /v1/jobs":
         names = _names(resp)
@@ -217,7 +223,7 @@ def check_allowed(route_id: str, caller: str, resp: requests.Response) -> None:
 
 def check_nothing_changed(stack: Any, route_id: str, caller: str) -> None:
     """A refused request created, cancelled and released nothing."""
-    if route_id.startswith("POST"):
+    if route_id.startswith("POST /v1/jobs"):
         name = ROUTES[route_id].body(caller)["job_name"]  # type: ignore[misc]
         assert kube_job(stack, name) is None, f"{name} was created"
         assert ledger_state(stack, "team-a", name) is None, f"{name} was charged"

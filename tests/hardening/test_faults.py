@@ -257,9 +257,9 @@ def test_a_pass_killed_mid_way_is_finished_by_the_next(stack, report):
             while time.monotonic() < deadline and patched < 5 + 5 * k:  # kill it a few patches in
                 patched = stack.kube().request("GET", "/_emulator/requests").body.get("PATCH nodes", 0)
                 time.sleep(0.05)
+        finally:  # killed however the loop ended: a failing test leaves no pass running
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
-        finally:
             clear_kube_faults(stack)
             stack.kube().request("DELETE", "/_emulator/requests")
         assert proc.returncode == -signal.SIGKILL

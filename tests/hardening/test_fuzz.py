@@ -58,6 +58,7 @@ BUDGET = {
     ("GET", "/v1/teams/{team}"): scale(12, 70),
     ("GET", "/v1/topology"): scale(8, 40),
     ("GET", "/v1/openapi.json"): scale(1, 1),
+    ("POST", "/v1/whatif"): scale(8, 40),
 }
 TOTALS: Counter[str] = Counter()  # across the module, checked by test_fuzz_volume
 

@@ -17,10 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 from topogov.domain.errors import Conflict, InFlightLimit, NotFound, Unavailable
-from topogov.domain.quantity import Resources
+from topogov.domain.quantity import Resources, over_cap, over_cap_message
 
 ATTRS = ("gpu", "efa", "cpu_m", "memory")
-NAMES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
 RESERVING, SUBMITTED, RELEASED = "reserving", "submitted", "released"
 
 
@@ -160,24 +159,8 @@ class DynamoLedger:
                 time.sleep(random.uniform(0, 0.05 * 2**attempt))
 
     def _refuse(self, team: str, charge: Resources, cap: Resources) -> None:
-        used = self.usage(team)
-        over = [
-            {
-                "resource": NAMES[a],
-                "used": getattr(used, a),
-                "asked": getattr(charge, a),
-                "cap": getattr(cap, a),
-            }
-            for a in ATTRS
-            if getattr(charge, a) and getattr(used, a) + getattr(charge, a) > getattr(cap, a)
-        ]
-        first = over[0] if over else {"resource": "?", "used": 0, "asked": 0, "cap": 0}
-        raise InFlightLimit(
-            f"team {team!r} has {first['used']} {first['resource']} in flight; {first['asked']} more "
-            "would pass "
-            f"its cap of {first['cap']}",
-            {"team": team, "resources": over},
-        )
+        over = over_cap(self.usage(team), charge, cap)
+        raise InFlightLimit(over_cap_message(team, over), {"team": team, "resources": over})
 
     def _refund(self, team: str, charge: Resources) -> dict[str, Any]:
         return {
@@ -227,8 +210,9 @@ class DynamoLedger:
             ]
         )
 
-    def release(self, team: str, name: str, reason: str) -> bool:
-        """Refund a job's charge once (cancelled, finished or vanished). False if already released."""
+    def release(self, team: str, name: str, reason: str, ran_s: float | None = None) -> bool:
+        """Refund a job's charge once (cancelled, finished or vanished). False if already released.
+        ``ran_s``: how long a finished job ran (start to completion), kept for start estimates."""
         record = self.get_raw(team, name)
         if record is None:
             raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
@@ -243,7 +227,8 @@ class DynamoLedger:
                         "Update": {
                             "TableName": self.ledger_table,
                             "Key": {"team": {"S": team}, "name": {"S": name}},
-                            "UpdateExpression": "SET #s = :rel, released_at = :t, release_reason = :why",
+                            "UpdateExpression": "SET #s = :rel, released_at = :t, release_reason = :why"
+                            + ("" if ran_s is None else ", ran_s = :ran"),
                             "ConditionExpression": "#s = :cur",
                             "ExpressionAttributeNames": {"#s": "state"},
                             "ExpressionAttributeValues": {
@@ -251,6 +236,7 @@ class DynamoLedger:
                                 ":cur": record["state"],
                                 ":t": {"S": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                 ":why": {"S": reason},
+                                **({} if ran_s is None else {":ran": _n(round(ran_s))}),
                             },
                         }
                     },

@@ -13,7 +13,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 DNS1123 = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 INSTANCE_TYPE = r"^[a-z0-9-]+\.[a-z0-9]+$"
@@ -80,6 +89,15 @@ def problems_from(errors: list[Any]) -> list[dict[str, str]]:
     return out
 
 
+def _a_duration_string(v: str) -> str:
+    parse_duration(v)
+    return v
+
+
+# A duration like 15m or 1h30m, checked as parse_duration reads it (and kept as written).
+ExpectedDuration = Annotated[StrictStr, AfterValidator(_a_duration_string)]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
@@ -133,6 +151,9 @@ class JobRequest(Strict):
     queue_name: Name | None = None
     team: Name | None = None
     namespace: Name | None = None
+    expected_duration: ExpectedDuration | None = Field(
+        None, description="how long the job is expected to run (e.g. 2h): the start estimates use it"
+    )
 
     @field_validator("vcpu", "memory", mode="before")
     @classmethod
@@ -178,6 +199,9 @@ class ManifestRequest(Strict):
     manifest: dict[str, Any]
     team: Name | None = None
     topology: TopologySpec | None = None
+    expected_duration: ExpectedDuration | None = Field(
+        None, description="how long the job is expected to run (e.g. 2h): the start estimates use it"
+    )
 
 
 class QuotaArithmetic(BaseModel):
@@ -216,3 +240,26 @@ class SubmitResponse(BaseModel):
     created: bool
     decision: Decision
     job: dict[str, Any] | None = None
+
+
+MAX_WHATIF_JOBS = 2000  # a replay must answer inside API Gateway's 29 s (bench simulate: ~2 ms a job)
+
+
+class WhatIfRequest(Strict):
+    """``POST /v1/whatif``: a trace replayed under the policy in force and a proposed one or a
+    changed fleet, on the current snapshot's fleet (``topogov whatif``, run by the API)."""
+
+    trace: Annotated[str, Field(min_length=1, max_length=1_000_000)] = Field(
+        ...,
+        description="the trace CSV (submit_s,team,name,pods,gpus_per_pod,...), as topogov whatif reads it",
+    )
+    policy: Annotated[str, Field(min_length=1, max_length=200_000)] | None = Field(
+        None, description="a proposed teams.yaml (YAML text); default: the policy in force"
+    )
+    fleet_change: list[Annotated[str, Field(pattern=r"^[+-][a-z0-9.-]+=[0-9]+$", max_length=64)]] = Field(
+        default_factory=list,
+        max_length=8,
+        description="+TYPE=N adds N nodes as a new layer-3 domain; -TYPE=N",
+    )
+    regime: Literal["as-submitted", "plain-kueue", "preferred", "required", "topogov"] = "as-submitted"
+    release_lag_s: Annotated[float, Field(ge=0, le=3600)] = 0.0

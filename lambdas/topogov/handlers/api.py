@@ -180,16 +180,20 @@ def _depth(value: Any) -> int:
 
 def parse_submission(body: Any) -> JobRequest | ManifestRequest:
     """The two request shapes: ``{"manifest": ...}`` or the high-level job (strict, field errors)."""
-    from pydantic import ValidationError
-
     if not isinstance(body, dict):
         raise ValidationFailed("body", "must be a JSON object")
     if _depth(body) > MAX_BODY_DEPTH:
         # The request is kept in the ledger (DynamoDB nests at most 32 levels) and echoed in answers.
         raise ValidationFailed("body", f"nested deeper than {MAX_BODY_DEPTH} levels")
+    return validated(ManifestRequest if "manifest" in body else JobRequest, body)
+
+
+def validated(model: Any, body: Any) -> Any:
+    """``body`` as ``model``, strictly; a 400 naming the first wrong field (and listing them all)."""
+    from pydantic import ValidationError
+
     from topogov.domain.submission import problems_from
 
-    model = ManifestRequest if "manifest" in body else JobRequest
     try:
         return model.model_validate(body)
     except ValidationError as exc:
@@ -280,6 +284,26 @@ def topology(
     return Response(status_code=200, content_type="application/json", body=json.dumps(doc))
 
 
+@app.post(
+    "/v1/whatif",
+    summary="Admins: replay a job trace under the policy in force and a proposed policy or fleet change",
+    responses={
+        400: {"description": "invalid", "content": {"application/json": {"model": ErrorResponse}}},
+        403: {"description": "not an admin", "content": {"application/json": {"model": ErrorResponse}}},
+    },
+)
+def whatif(body: Annotated[dict[str, Any], Body(description="WhatIfRequest")]) -> dict[str, Any]:
+    from topogov.domain.submission import WhatIfRequest
+
+    who = caller()
+    svc = service()
+    svc.require_admin(who)  # a member learns nothing of the body's checks
+    if not isinstance(body, dict):
+        raise ValidationFailed("body", "must be a JSON object")
+    request = validated(WhatIfRequest, body)
+    return svc.whatif(who, request)
+
+
 @app.get("/v1/openapi.json", summary="This document")
 def openapi():
     return Response(status_code=200, content_type="application/json", body=openapi_document())
@@ -304,6 +328,13 @@ def openapi_document() -> str:
         refs.append({"$ref": f"#/components/schemas/{model.__name__}"})
     body = doc["paths"]["/v1/jobs"]["post"].setdefault("requestBody", {"required": True})
     body["content"] = {"application/json": {"schema": {"oneOf": refs}}}
+    from topogov.domain.submission import WhatIfRequest
+
+    schema = WhatIfRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(schema.pop("$defs", {}))
+    schemas["WhatIfRequest"] = schema
+    body = doc["paths"]["/v1/whatif"]["post"].setdefault("requestBody", {"required": True})
+    body["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/WhatIfRequest"}}}
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 

@@ -29,6 +29,7 @@ from topogov.domain.jobs import (
 )
 from topogov.domain.placement import (
     CapacityIndex,
+    KueuePick,
     UnknownLevel,
     level_name,
     required_feasibility,
@@ -133,9 +134,12 @@ def decide(
     caller_arn: str,
     policy: Policy,
     index: CapacityIndex | Callable[[], CapacityIndex],
+    where_now: bool = True,
 ) -> Admission:
     """``index`` may be a function giving it: it is asked for only when the job has a topology
-    request, so a job without one is decided while no snapshot exists."""
+    request, so a job without one is decided while no snapshot exists. ``where_now=False`` leaves
+    out where Kueue would place the job now (``domain_now``: the model's placement, the costliest
+    part; the trace simulator places jobs with the model itself)."""
     # -- team -------------------------------------------------------------------------------------
     if isinstance(request, ManifestRequest):
         meta = request.manifest.get("metadata") if isinstance(request.manifest, dict) else None
@@ -223,7 +227,7 @@ def decide(
         )
 
     # -- topology ---------------------------------------------------------------------------------
-    topo = topology_decision(spec, shape, index if callable(index) else (lambda: index))
+    topo = topology_decision(spec, shape, index if callable(index) else (lambda: index), where_now=where_now)
 
     # -- render -----------------------------------------------------------------------------------
     if isinstance(request, ManifestRequest):
@@ -291,20 +295,24 @@ def _no_such_level(index: CapacityIndex, level: str, shape: JobShape) -> Topolog
 
 
 def topology_decision(
-    spec: TopologySpec, shape: JobShape, index_of: Callable[[], CapacityIndex]
+    spec: TopologySpec, shape: JobShape, index_of: Callable[[], CapacityIndex], *, where_now: bool = True
 ) -> TopologyDecision:
     from topogov.domain.placement import tightest_level
 
     if spec.mode == "none":
         return TopologyDecision(mode="none", level=None, reason="no topology asked")
     index = index_of()
+
+    def kueue_pick(level: str) -> KueuePick | None:
+        return index.kueue_pick(level, shape.per_pod, shape.pods, shape.instance_type) if where_now else None
+
     if spec.mode == "auto":
         choice = tightest_level(index, shape.per_pod, shape.pods, instance_type=shape.instance_type)
         if choice.level is None:
             return TopologyDecision(
                 mode="none", level=None, reason=f"auto: {choice.reason}; placed without topology"
             )
-        pick = index.kueue_pick(choice.level, shape.per_pod, shape.pods, shape.instance_type)
+        pick = kueue_pick(choice.level)
         return TopologyDecision(
             mode="preferred",
             level=choice.level,
@@ -319,12 +327,14 @@ def topology_decision(
         raise ValidationFailed("topology.level", str(exc)) from None
     if not index.has_level(level, shape.instance_type):
         raise _no_such_level(index, level, shape)
-    pick = index.kueue_pick(level, shape.per_pod, shape.pods, shape.instance_type)
+    pick = kueue_pick(level)
     where = (
         f"fits now in {pick.domain} ({pick.free_nodes} of {pick.domain_nodes} nodes free; Kueue's BestFit "
         "would pick it)"
         if pick
         else None
+        if where_now
+        else "where it fits now was not computed"
     )
     if spec.mode == "preferred":
         return TopologyDecision(

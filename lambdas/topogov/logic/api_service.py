@@ -23,7 +23,7 @@ from topogov.domain.placement import CapacityIndex
 from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
-from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse
+from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse, WhatIfRequest
 from topogov.domain.tree import build_tree, to_mermaid
 from topogov.logic.admission import decide
 
@@ -72,6 +72,14 @@ def _released_status(record: dict[str, Any], status: str, why: str | None) -> tu
     return status, why
 
 
+def _ago(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -88,6 +96,8 @@ class ApiService:
     monotonic: Callable[[], float] = time.monotonic
     _index: tuple[int, CapacityIndex, float] | None = None
     _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
+    _model: tuple[int, Any] | None = None  # the Kueue model's static inputs for one snapshot
+    _snapshot_at: float = 0.0  # the indexed snapshot's generated_at (when its content last changed)
     _idempotent: Any = None
     _idempotency_config: Any = None
     lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
@@ -110,6 +120,7 @@ class ApiService:
         if self._index is not None and now - self._index[2] < self.snapshot_ttl_s:
             return self._index[1]
         snap = self._snapshot()
+        self._snapshot_at = snap.generated_at
         if self._index is None or self._index[0] != id(snap):
             self._index = (id(snap), CapacityIndex(snap.nodes.values()), now)
         else:
@@ -141,6 +152,14 @@ class ApiService:
     def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
         adm = decide(request, caller_arn=caller, policy=self.policy, index=self.index)
         d = adm.decision
+        if d.topology.domain_now and self._snapshot_at:
+            # "fits now" is the snapshot's: say how old it is (the API cannot read Nodes to check)
+            from topogov.logic.estimates import epoch
+
+            age = max(0, round((epoch(self.clock()) or time.time()) - self._snapshot_at))
+            d.topology.reason += (
+                f"; as of the node snapshot, changed {_ago(age)} ago (checked at each scheduled pass)"
+            )
         if dry_run:
             used = self.ledger.usage(d.team)
             for line in d.quota:
@@ -277,6 +296,7 @@ class ApiService:
         status, why = _released_status(record, *job_status(job, workload))
         events = [*record.get("events", []), *kueue_events(workload)]
         waiting = self._waiting(caller, team, record) if status == "Pending" else None
+        estimate = self.estimates(caller, [(team, name)]).get((team, name)) if status == "Pending" else None
         return {
             "team": team,
             "name": name,
@@ -290,6 +310,7 @@ class ApiService:
             "fallback": record.get("fallback"),
             "placement": placement,
             "waiting": waiting,
+            "estimate": estimate,
             "events": sorted(events, key=lambda e: e.get("at") or ""),
         }
 
@@ -391,6 +412,68 @@ class ApiService:
                         "inside_asked": landed["inside_asked"],
                     }
                 )
+        pending = [(j["team"], j["name"]) for j in out if j["status"] == "Pending"]
+        if pending:
+            etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0)
+            for j in out:
+                est = etas.get((j["team"], j["name"]))
+                j["eta"] = (
+                    None if est is None else {k: est.get(k) for k in ("start_in_s", "start_at", "error")}
+                )
+        return out
+
+    # -- start estimates ----------------------------------------------------------------------------
+    def _forecast_model(self) -> Any:
+        from topogov.logic.whatif.forecast import Model
+
+        snap = self._snapshot()
+        if self._model is None or self._model[0] != id(snap):
+            self._model = (id(snap), Model(list(snap.nodes.values()), self.policy))
+        return self._model[1]
+
+    def estimates(
+        self, caller: str, jobs: list[tuple[str, str]], *, alternatives: bool = True, budget_s: float = 8.0
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """Each pending job's estimated start (logic/estimates.py): one run of the Kueue model forward
+        from now for all of them, for at most ``budget_s`` (API Gateway answers within 29 s; a job
+        the run has not reached by then says so); the cheaper ways to start now too when
+        ``alternatives``."""
+        from topogov.logic import estimates as est
+
+        until = self.monotonic() + budget_s
+
+        try:
+            model = self._forecast_model()
+        except TopologyUnavailable as exc:
+            return {j: {"start_in_s": None, "start_at": None, "error": exc.message} for j in jobs}
+        now_s = est.epoch(self.clock()) or time.time()
+        state = est.read_state(self.policy, model, self.ledger, self.jobs, now_s)
+        keys = {j: state.key_of(*j) for j in jobs}
+        found = est.estimate_all(
+            model, state, [k for k in keys.values() if k], lambda: self.monotonic() > until
+        )
+        snap = self._snapshot()
+        nodes = dict(snap.nodes)
+        as_of = now_s - snap.generated_at if snap.generated_at else None
+        admin = self.policy.is_admin(caller)
+
+        def shown_for(team: str) -> Any:
+            def shown(owner: Any) -> dict[str, Any]:
+                return {"team": owner.team, "job": owner.job if admin or owner.team == team else None}
+
+            return shown
+
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for job, key in keys.items():
+            if key is None or key not in found:
+                why = "Kueue has no Workload for this Job yet" if key is None else "not pending in Kueue"
+                out[job] = {"start_in_s": None, "start_at": None, "error": why}
+                continue
+            alt = est.alternatives_for(model, state, key) if alternatives else None
+            out[job] = est.describe(
+                found[key], state, nodes=nodes, shown=shown_for(job[0]), now_s=now_s, as_of_s=as_of,
+                alternative=alt,
+            )  # fmt: skip
         return out
 
     def cancel(self, caller: str, team: str, name: str) -> dict[str, Any]:
@@ -422,6 +505,63 @@ class ApiService:
             "default_priority_class": t.default_priority_class,
             "placement": self._placement_of(team),
         }
+
+    # -- what if (admins) ----------------------------------------------------------------------------
+    def require_admin(self, caller: str) -> None:
+        if not self.policy.is_admin(caller):
+            raise Forbidden("what-if replays are for the policy's admins (teams.yaml: admins)")
+
+    def whatif(self, caller: str, request: WhatIfRequest) -> dict[str, Any]:
+        """``topogov whatif`` on the current snapshot's fleet: the trace under the policy in force
+        (``baseline``) and under ``request.policy`` and/or the fleet changes (``proposed``). Admins
+        only: a proposed policy and another team's trace are not a member's to see."""
+        from dataclasses import replace
+
+        from topogov.domain.errors import ValidationFailed
+        from topogov.domain.policy import PolicyError, load_policy
+        from topogov.domain.submission import MAX_WHATIF_JOBS
+        from topogov.logic.whatif import InputError, change_fleet, compare, parse_trace
+
+        self.require_admin(caller)
+        try:
+            trace = parse_trace(request.trace, "trace")
+        except InputError as exc:
+            where = ", ".join(x for x in (f"line {exc.line}" if exc.line else "", exc.field or "") if x)
+            raise ValidationFailed(
+                "trace",
+                f"{where}: {exc.message}" if where else exc.message,
+                {"line": exc.line, "column": exc.field},
+            ) from None
+        if len(trace) > MAX_WHATIF_JOBS:
+            raise ValidationFailed(
+                "trace",
+                f"{len(trace)} jobs: at most {MAX_WHATIF_JOBS} per request (run topogov whatif for more)",
+            )
+        proposed = self.policy
+        if request.policy is not None:
+            try:
+                proposed = load_policy(request.policy)
+            except PolicyError as exc:
+                where, what = exc.problems[0]
+                raise ValidationFailed("policy", f"{where}: {what}" if where else what) from None
+        snap = self._snapshot()
+        nodes = sorted(
+            (replace(n, requested=Resources()) for n in snap.nodes.values() if len(n.path) >= 3),
+            key=lambda n: n.name,
+        )
+        if not nodes:
+            raise ValidationFailed("fleet", "the snapshot has no node with a network topology")
+        changed = nodes
+        for change in request.fleet_change:
+            try:
+                changed = change_fleet(changed, change)
+            except InputError as exc:
+                raise ValidationFailed("fleet_change", exc.message) from None
+        named = {"baseline": (nodes, self.policy)}
+        if request.policy is not None or request.fleet_change:
+            named["proposed"] = (changed, proposed)
+        out = compare(trace, named, regime=request.regime, release_lag_s=request.release_lag_s)
+        return {"jobs": len(trace), "nodes": {k: len(v[0]) for k, v in named.items()}, **out}
 
     def _placement_of(self, team: str) -> dict[str, Any] | None:
         """How tight the team's running multi-pod jobs were at the last pass, beside the fleet's."""

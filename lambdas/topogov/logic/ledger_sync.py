@@ -33,7 +33,7 @@ STALE_RESERVATION_S = 300
 class LedgerPort(Protocol):
     def list(self, team: str) -> list[dict[str, Any]]: ...
     def usage(self, team: str) -> Resources: ...
-    def release(self, team: str, name: str, reason: str) -> bool: ...
+    def release(self, team: str, name: str, reason: str, ran_s: float | None = None) -> bool: ...
     def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
     def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
     def get(self, team: str, name: str) -> dict[str, Any] | None: ...
@@ -44,6 +44,21 @@ class JobLister(Protocol):
     def delete(self, namespace: str, name: str) -> bool: ...
     def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
     def relax_topology(self, namespace: str, name: str, level: str) -> str: ...
+
+
+def run_seconds(job: dict[str, Any] | None) -> float | None:
+    """How long a finished Job ran: ``status.startTime`` to ``status.completionTime`` (batch/v1; the
+    start is when the Job controller first saw it unsuspended), or None when either is missing."""
+    status = (job or {}).get("status") or {}
+    start, end = status.get("startTime"), status.get("completionTime")
+    if not start or not end:
+        return None
+    seconds = (_parse(end) - _parse(start)).total_seconds()
+    return seconds if seconds >= 0 else None
+
+
+def _parse(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 @dataclass
@@ -164,7 +179,8 @@ def sync_ledger(
             elif status == "Vanished":
                 summary.released_vanished += ledger.release(team_name, record["name"], "vanished")
             elif status in ("Succeeded", "Failed"):
-                summary.released_finished += ledger.release(team_name, record["name"], status.lower())
+                ran = run_seconds(job) if status == "Succeeded" else None
+                summary.released_finished += ledger.release(team_name, record["name"], status.lower(), ran)
         for name in sorted(set(in_cluster) - known):
             job = in_cluster[name]
             labels = (job.get("metadata") or {}).get("labels") or {}

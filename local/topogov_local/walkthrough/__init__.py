@@ -23,6 +23,7 @@ def walkthrough(stack: Any) -> None:
     from topogov_local.walkthrough.governor import governor
     from topogov_local.walkthrough.jobs import jobs, ledger
     from topogov_local.walkthrough.labeler import labeler
+    from topogov_local.walkthrough.whatif import whatif
 
     c = Console(stack)
     labeler(c)  # steps 1-6
@@ -33,7 +34,8 @@ def walkthrough(stack: Any) -> None:
     n = jobs(c, 9)  # 9-13
     ledger(c, n)
     burst(c, n + 1)
-    least_privilege(c, n + 2)
+    whatif(c, n + 2)
+    least_privilege(c, n + 3)
 
 
 def least_privilege(c: Console, n_step: int) -> None:
@@ -90,12 +92,16 @@ def run(args: argparse.Namespace) -> int:
         extra_nodes=not args.no_extra_nodes,
         ec2_rate=args.ec2_rate,
         api_port=args.api_port,
+        labelled_by_eks=getattr(args, "labelled_by_eks", False),
     )
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         # Unwind whatever runs now (a walkthrough step, a pass): the stack stops in `finally`, its
         # children within ProcessManager's grace. A closed terminal (SIGHUP) is a stop like Ctrl-C.
+        # Raised once: a second signal (Ctrl-C pressed again) must not interrupt the stop under way.
+        if stop.is_set():
+            return
         stop.set()
         raise Stopped(signum)
 

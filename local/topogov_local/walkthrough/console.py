@@ -139,10 +139,11 @@ class Console:
         )
 
     def wait_status(
-        self, profile: str, team: str, name: str, statuses: tuple[str, ...], timeout_s: float = 90
+        self, profile: str, team: str, name: str, statuses: tuple[str, ...], timeout_s: float = 240
     ) -> dict[str, Any]:
         """The job's view once its status is one of ``statuses``; on timeout a line saying what it
-        is instead (and Kueue's reason), and the story goes on."""
+        is instead (and Kueue's reason), and the story goes on. (Kueue admits within seconds here;
+        the bound is for a loaded machine, where a 60 s wait once ran out.)"""
         deadline = time.monotonic() + timeout_s
         view = self.job(profile, team, name)
         while view.get("status") not in statuses and time.monotonic() < deadline:

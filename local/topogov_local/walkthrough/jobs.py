@@ -115,8 +115,8 @@ def borrowing(c: Console, n: int) -> None:
     c.note("team-a now uses more than its quota: Kueue admitted a-big on team-b's and team-c's idle GPUs.")
     c.topogov(A, "teams", "--team", "team-a")
     c.say("team-c submits two jobs within its own quota; the first needs what team-a borrowed:")
-    submit(c, C, "c-exp", 7, "--required-topology", "layer-2", run_s=15)
-    submit(c, C, "c-next", 4, "--required-topology", "layer-3", run_s=10)
+    submit(c, C, "c-exp", 7, "--required-topology", "layer-2", "--expected-duration", "15s", run_s=15)
+    submit(c, C, "c-next", 4, "--required-topology", "layer-3", "--expected-duration", "10s", run_s=10)
     c.wait_status(C, "team-c", "c-exp", ("Running",))
     view = c.wait_status(A, "team-a", "a-big", ("Pending",))
     _events(c, "a-big", view, "kueue: Preempted")
@@ -124,13 +124,17 @@ def borrowing(c: Console, n: int) -> None:
     c.topogov(C, "jobs")
     c.note(
         "c-next waits for c-exp to finish (team-c's quota is in use), then starts; a-big waits for "
-        "both, then Kueue admits it again:"
+        "both, then Kueue admits it again. Each was submitted with --expected-duration, so the API "
+        "runs the Kueue model forward from now and says when c-next should start:"
     )
-    c.wait_status(C, "team-c", "c-exp", ("Succeeded",), timeout_s=60)
+    estimate = c.job(C, "team-c", "c-next").get("estimate") or {}
+    c.topogov(C, "job", "c-next", from_line="estimate", max_lines=7)
+    c.wait_status(C, "team-c", "c-exp", ("Succeeded",))
     nxt = c.wait_status(C, "team-c", "c-next", ("Running", "Succeeded"))
     c.say(f"  c-exp Succeeded; c-next {nxt.get('status')}")
-    c.wait_status(C, "team-c", "c-next", ("Succeeded",), timeout_s=60)
-    view = c.wait_status(A, "team-a", "a-big", ("Running",), timeout_s=60)
+    c.note("  " + estimate_beside_start(estimate, nxt), 2)
+    c.wait_status(C, "team-c", "c-next", ("Succeeded",))
+    view = c.wait_status(A, "team-a", "a-big", ("Running",))
     c.say(f"  c-next Succeeded; a-big {view.get('status')}")
     c.topogov(A, "job", "a-big", max_lines=14)
 
@@ -214,6 +218,31 @@ def maintenance_nodes(stack: Any) -> list[str]:
         if labels.get("node.kubernetes.io/instance-type") == P5 and layer_label(2) in labels:
             by_domain[labels[layer_label(2)]].append(node["metadata"]["name"])
     return [free[0] for _, names in sorted(by_domain.items()) if (free := sorted(set(names) - busy))]
+
+
+def estimate_beside_start(estimate: dict[str, Any], view: dict[str, Any]) -> str:
+    """``c-next: estimated to start at 07:10:05, Kueue admitted it at 07:10:06 (1 s later)``."""
+    import datetime as dt
+
+    admitted = next(
+        (e.get("at") for e in view.get("events") or [] if e.get("what") == "kueue: QuotaReserved"), None
+    )
+    if not estimate.get("start_at"):
+        why = estimate.get("error") or "the model saw no start"
+        return f"{view.get('name')}: no estimate was given ({why}); Kueue admitted it at {admitted}"
+    if not admitted:
+        return f"{view.get('name')}: estimated to start at {estimate['start_at']}; not admitted yet"
+
+    def at(stamp: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    late = (at(admitted) - at(estimate["start_at"])).total_seconds()
+    when = f"{abs(late):.0f} s {'later' if late >= 0 else 'earlier'}"
+    return (
+        f"{view.get('name')}: estimated to start at {estimate['start_at'][11:19]}, Kueue admitted it "
+        f"at {admitted[11:19]} ({when}: the estimate counts c-exp's 15 s from its admission, and its "
+        "pods start a few seconds after that)"
+    )
 
 
 def _events(c: Console, name: str, view: dict[str, Any], what: str) -> None:

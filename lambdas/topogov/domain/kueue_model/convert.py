@@ -11,6 +11,7 @@ already request becomes one non-TAS pod on it (Kueue subtracts such pods' reques
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -20,14 +21,20 @@ from topogov.domain.kueue_model.objects import (
     FlavorQuotas,
     Node,
     NonTASPod,
+    PodSet,
     Preemption,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
+    Toleration,
     Topology,
+    TopologyRequest,
+    Workload,
     requests_from,
     requests_of,
 )
+from topogov.domain.kueue_model.state import PodSetAdmission
+from topogov.domain.kueue_model.tas import TopologyAssignment
 from topogov.domain.labels import INSTANCE_TYPE_LABEL, layer_label
 from topogov.domain.tree import NodeCapacity
 
@@ -103,3 +110,124 @@ def nodes_of(nodes: Iterable[NodeCapacity], pods: int = 110) -> tuple[list[Node]
         if used:
             busy.append(NonTASPod(f"{n.name}/requested", n.name, used))
     return out, busy
+
+
+# -- live Workloads (kueue.x-k8s.io/v1beta1, as the API server returns them) ---------------------------
+
+
+def timestamp(text: str | None) -> float:
+    """An RFC 3339 timestamp (``metadata.creationTimestamp``) in epoch seconds; 0 when absent."""
+    if not text:
+        return 0.0
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _pod_spec_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """``resources.NewRequestsFromPodSpec``: the containers' requests summed, each init container's
+    taken if larger, plus the pod overhead (``pkg/resources/requests.go``)."""
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or []:
+        for name, value in requests_of((c.get("resources") or {}).get("requests") or {}).items():
+            total[name] = total.get(name, 0) + value
+    for c in spec.get("initContainers") or []:
+        for name, value in requests_of((c.get("resources") or {}).get("requests") or {}).items():
+            total[name] = max(total.get(name, 0), value)
+    for name, value in requests_of(spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
+        for t in spec.get("tolerations") or []
+    )
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return c  # type: ignore[no-any-return]
+    return None
+
+
+def workload_state(obj: Mapping[str, Any]) -> str:
+    """``finished``, ``admitted`` (holds quota: ``QuotaReserved=True``) or ``pending``."""
+    finished = condition(obj, "Finished")
+    if finished and finished.get("status") == "True":
+        return "finished"
+    reserved = condition(obj, "QuotaReserved")
+    return "admitted" if reserved and reserved.get("status") == "True" else "pending"
+
+
+def workload_of(obj: Mapping[str, Any], cluster_queue_of_local: Mapping[str, str]) -> Workload:
+    """A live Workload as the model's: key ``namespace/name``; its ClusterQueue from its admission, else
+    from its LocalQueue (``namespace/queueName`` in ``cluster_queue_of_local``, as
+    :func:`objects_of` gives it); pod sets with their template's requests, ``nodeSelector``,
+    tolerations and ``topologyRequest``; ``spec.priority``; ``metadata.creationTimestamp``. Raises
+    ``KeyError`` for a Workload whose LocalQueue is not one of the given."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    namespace = meta.get("namespace", "")
+    admission = (obj.get("status") or {}).get("admission") or {}
+    cq = admission.get("clusterQueue") or cluster_queue_of_local[f"{namespace}/{spec.get('queueName', '')}"]
+    pod_sets = []
+    for ps in spec.get("podSets") or []:
+        template = (ps.get("template") or {}).get("spec") or {}
+        tr = ps.get("topologyRequest") or {}
+        topology = (
+            TopologyRequest(tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained")))
+            if tr.get("required") or tr.get("preferred") or tr.get("unconstrained")
+            else None
+        )
+        pod_sets.append(
+            PodSet(
+                int(ps.get("count", 1)),
+                _pod_spec_requests(template),
+                ps.get("name", "main"),
+                topology,
+                dict(template.get("nodeSelector") or {}),
+                _tolerations(template),
+            )
+        )
+    owners = meta.get("ownerReferences") or [{}]
+    return Workload(
+        f"{namespace}/{meta['name']}",
+        cq,
+        tuple(pod_sets),
+        int(spec.get("priority") or 0),
+        timestamp(meta.get("creationTimestamp")),
+        meta.get("uid", ""),
+        owners[0].get("uid", ""),
+    )
+
+
+def admission_of(obj: Mapping[str, Any]) -> tuple[PodSetAdmission, ...]:
+    """An admitted Workload's ``status.admission.podSetAssignments`` (v1beta1: ``topologyAssignment``
+    with ``levels`` and ``domains`` of ``values`` and ``count``)."""
+    out = []
+    for psa in ((obj.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        ta = psa.get("topologyAssignment")
+        topology = (
+            TopologyAssignment(
+                tuple(ta.get("levels") or ()),
+                tuple((tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()),
+            )
+            if ta
+            else None
+        )
+        out.append(
+            PodSetAdmission(
+                psa.get("name", "main"),
+                dict(psa.get("flavors") or {}),
+                requests_of(psa.get("resourceUsage") or {}),
+                int(psa.get("count", 0)),
+                topology,
+            )
+        )
+    return tuple(out)
+
+
+def reserved_at(obj: Mapping[str, Any]) -> float:
+    """When the Workload's quota was reserved (``QuotaReserved``'s ``lastTransitionTime``), epoch s."""
+    reserved = condition(obj, "QuotaReserved") or {}
+    return timestamp(reserved.get("lastTransitionTime"))

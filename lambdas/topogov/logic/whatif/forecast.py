@@ -1,0 +1,338 @@
+"""When will a pending job start? The Kueue model run forward from now (pure).
+
+The cluster as it is now — the snapshot's nodes, the Kueue objects the governor renders for the
+policy, every Workload holding quota with its recorded admission (flavors, usage, topology
+assignment) and every pending Workload with its priority and creation time — goes into
+:class:`topogov.domain.kueue_model.Cluster`. Then the virtual clock runs: each running job ends at
+its expected end, each job the model admits runs for its expected length, a ``required`` job still
+pending at its ``fallbackAfter`` is relaxed to ``preferred`` (as the reconcile pass does), and Kueue's
+cycles admit, place and preempt as v0.17.0 would. A pending job's estimate is the virtual time the
+model admits it, the nodes it gets, the jobs whose end freed them ("waits for") and the jobs its
+admission preempts.
+
+**Never a promise.** It assumes no new arrivals, that every job runs for its expected length (a job
+already past it is taken to end now), and that nodes neither fail nor join. A job with no expected
+length is taken to run past the horizon: an estimate that depends on its end is None, and the
+answer names it. Expected lengths are the caller's (:class:`Expected`: the submission's
+``expected_duration``, the Job's ``activeDeadlineSeconds`` as an upper bound, or the team's observed
+median for jobs of that size); the answer carries the basis of each.
+
+:func:`alternatives` answers "could it start now another way?": the same job required at each looser
+level, then preferred at its own level, tried on the cluster as it is now (one admission pass each).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from topogov.domain.kueue import flavors_from_nodes, render
+from topogov.domain.kueue_model import Cluster, PodSetAdmission, TopologyRequest, Workload
+from topogov.domain.kueue_model.convert import nodes_of, objects_of
+from topogov.domain.labels import layer_label, layer_of
+from topogov.domain.policy import Policy
+from topogov.domain.quantity import Resources
+from topogov.domain.tree import NodeCapacity
+
+HORIZON_S = 14 * 24 * 3600.0  # an estimate further out than two weeks is "not within the horizon"
+ASSUMES = (
+    "no new submissions; every job runs for its expected length (one past it ends now); "
+    "nodes neither fail nor join"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """How long a job is expected to run, and what says so."""
+
+    seconds: float | None
+    basis: str  # "expected_duration", "activeDeadlineSeconds", "team median (...)" or "unknown"
+
+
+UNKNOWN = Expected(None, "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A Workload holding quota: its recorded admission, when it started (seconds from now, <= 0)."""
+
+    workload: Workload
+    pod_sets: tuple[PodSetAdmission, ...]
+    started_s: float
+    expected: Expected = UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A pending Workload; ``fallback_s``: when (seconds from now) the pass relaxes it to preferred."""
+
+    workload: Workload
+    expected: Expected = UNKNOWN
+    fallback_s: float | None = None
+
+
+@dataclass(slots=True)
+class Estimate:
+    name: str
+    start_s: float | None = None  # seconds from now; None: not within the horizon
+    hosts: tuple[str, ...] = ()
+    waits_for: tuple[str, ...] = ()  # the jobs whose end frees its place (or its quota)
+    preempts: tuple[str, ...] = ()  # the jobs Kueue preempts to admit it
+    unknown_ends: tuple[str, ...] = ()  # running jobs with no expected end, taken to run on
+    relaxed: bool = False  # started only after its fallbackAfter relaxed it to preferred
+    cut_short: bool = False  # the run was stopped (its time budget) before this job started
+    overdue: tuple[str, ...] = ()  # running jobs already past their expected end, taken to end now
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "start_in_s": None if self.start_s is None else round(self.start_s, 1),
+            "nodes": list(self.hosts),
+            "waits_for": list(self.waits_for),
+            "preempts": list(self.preempts),
+            "unknown_ends": list(self.unknown_ends),
+            "overdue": list(self.overdue),
+            "after_fallback": self.relaxed,
+            "assumes": ASSUMES,
+        }
+
+
+@dataclass
+class Model:
+    """The model's static inputs for a fleet and policy (built once, reused for each run)."""
+
+    nodes: Sequence[NodeCapacity]
+    policy: Policy
+    local_queues: dict[str, str] = field(default_factory=dict)  # namespace/LocalQueue -> ClusterQueue
+    _objects: tuple[Any, ...] = ()
+
+    def __post_init__(self) -> None:
+        rendered = render(self.policy, flavors_from_nodes(self.nodes), api_version="v1beta2")
+        topologies, flavors, queues, local = objects_of(rendered)
+        self.local_queues = local
+        self._objects = (topologies, flavors, queues)
+
+    def cluster(self, running: Sequence[Running]) -> Cluster:
+        """A model cluster with ``running`` admitted; each node's other pods are what the snapshot
+        says it requests minus the running Workloads' pods on it (the snapshot counts both)."""
+        topologies, flavors, queues = self._objects
+        held: dict[str, Resources] = {}
+        for r in running:
+            for ps in r.pod_sets:
+                if ps.topology is None or not ps.count:
+                    continue
+                u = ps.usage
+                one = Resources(
+                    gpu=u.get("nvidia.com/gpu", 0) // ps.count,
+                    efa=u.get("vpc.amazonaws.com/efa", 0) // ps.count,
+                    cpu_m=u.get("cpu", 0) // ps.count,
+                    memory=u.get("memory", 0) // ps.count,
+                )
+                for values, n in ps.topology.domains:
+                    host = values[-1]
+                    for _ in range(n):
+                        held[host] = held.get(host, Resources()) + one
+        others = [
+            replace(n, requested=_minus(n.requested, held[n.name])) if n.name in held else n
+            for n in self.nodes
+        ]
+        model_nodes, busy = nodes_of(others)
+        cluster = Cluster(
+            nodes=model_nodes,
+            flavors=flavors,
+            topologies=topologies,
+            cluster_queues=queues,
+            non_tas_pods=busy,
+        )
+        for r in running:
+            cluster.add_admitted(r.workload, r.pod_sets, r.started_s)
+        return cluster
+
+
+def _minus(a: Resources, b: Resources) -> Resources:
+    return Resources(
+        gpu=max(0, a.gpu - b.gpu),
+        efa=max(0, a.efa - b.efa),
+        cpu_m=max(0, a.cpu_m - b.cpu_m),
+        memory=max(0, a.memory - b.memory),
+    )
+
+
+def _hosts(pod_sets: Sequence[PodSetAdmission]) -> tuple[str, ...]:
+    return tuple(h for ps in pod_sets for h in ps.pods)
+
+
+def _relaxed(wl: Workload) -> Workload | None:
+    """``ledger_sync.fall_back``: the first pod set's required level, preferred instead."""
+    ps = wl.pod_sets[0]
+    if ps.topology is None or ps.topology.required is None:
+        return None
+    return replace(wl, pod_sets=(replace(ps, topology=TopologyRequest(preferred=ps.topology.required)),))
+
+
+def forecast(
+    model: Model,
+    running: Sequence[Running],
+    queued: Sequence[Queued],
+    *,
+    targets: Collection[str] | None = None,
+    horizon_s: float = HORIZON_S,
+    stopped: Collection[str] = (),
+    stop: Callable[[], bool] | None = None,
+) -> dict[str, Estimate]:
+    """The estimate of each queued job (or of ``targets`` only: the run stops once they started);
+    ``stopped``: ClusterQueues held (``stopPolicy``), which admit nothing; ``stop``: asked between
+    steps, True ends the run (the caller's time budget) and the jobs not started yet are
+    ``cut_short``."""
+    cluster = model.cluster(running)
+    for cq in stopped:
+        if cq in cluster.queues:
+            cluster.set_stop_policy(cq, "Hold", 0.0)
+    want = set(targets) if targets is not None else {q.workload.name for q in queued}
+    out = {q.workload.name: Estimate(q.workload.name) for q in queued if q.workload.name in want}
+    expected = {q.workload.name: q.expected for q in queued}
+    events: list[tuple[float, int, str, str]] = []
+    seq = 0
+
+    def push(t: float, kind: str, name: str) -> None:
+        nonlocal seq
+        heapq.heappush(events, (t, seq, kind, name))
+        seq += 1
+
+    hosts: dict[str, tuple[str, ...]] = {}
+    unknown, overdue = [], []
+    for r in running:
+        name = r.workload.name
+        hosts[name] = _hosts(r.pod_sets)
+        if r.expected.seconds is None:
+            unknown.append(name)
+            continue
+        end = r.started_s + r.expected.seconds
+        if end < 0:
+            overdue.append(name)
+        push(max(0.0, end), "finish", name)
+    workloads = {q.workload.name: q.workload for q in queued}
+    for q in queued:
+        cluster.submit(q.workload)
+        if q.fallback_s is not None:
+            push(max(0.0, q.fallback_s), "fallback", q.workload.name)
+    relaxed: set[str] = set()
+    ended: dict[str, float] = {}
+    preempted: dict[str, set[str]] = {}  # preemptor -> the workloads it evicted
+    pending_targets = set(out)
+    t, first, cut = 0.0, True, False
+    while pending_targets:
+        if stop is not None and stop():
+            cut = True
+            break
+        if not first:
+            due = cluster.next_requeue()
+            t = min(events[0][0] if events else math.inf, math.inf if due is None else due)
+            if t == math.inf or t > horizon_s:
+                break
+        first = False
+        finished_now = []
+        while events and events[0][0] <= t:
+            _, _, kind, name = heapq.heappop(events)
+            record = cluster.records.get(name)
+            if kind == "finish" and record is not None and record.admitted is not None:
+                cluster.finish(name, t)
+                ended[name] = t
+                finished_now.append(name)
+            elif kind == "fallback" and record is not None and record.admitted is None:
+                wl = _relaxed(workloads[name])
+                if wl is not None:
+                    cluster.cancel(name, t)
+                    cluster.submit(wl)
+                    workloads[name] = wl
+                    relaxed.add(name)
+        for result in cluster.advance(t):
+            for e in result.evicted:  # Kueue evicts in one cycle and admits the preemptor in a later one
+                preempted.setdefault(e.by, set()).add(e.name)
+            for adm in result.admitted:
+                name = adm.name
+                hosts[name] = _hosts(adm.pod_sets)
+                if name in pending_targets:
+                    est = out[name]
+                    est.start_s, est.hosts = t, hosts[name]
+                    est.preempts = tuple(sorted(preempted.get(name, ())))
+                    est.relaxed = name in relaxed
+                    if t > 0:
+                        taken = set(hosts[name])
+                        freed = tuple(sorted(n for n in ended if taken & set(hosts.get(n, ()))))
+                        est.waits_for = freed or tuple(sorted(finished_now))
+                    pending_targets.discard(name)
+                run = expected.get(name, UNKNOWN).seconds
+                if run is not None:
+                    push(t + run, "finish", name)
+    for name in out:
+        est = out[name]
+        if est.start_s is None:
+            est.unknown_ends = tuple(sorted(unknown))
+            est.cut_short = cut
+        est.overdue = tuple(sorted(overdue))
+    return out
+
+
+def alternatives(
+    model: Model,
+    running: Sequence[Running],
+    queued: Sequence[Queued],
+    target: str,
+    stopped: Collection[str] = (),
+) -> list[dict[str, Any]]:
+    """Ways ``target`` could start now: required at each looser level (the nearest first), then
+    preferred at its own level; each tried on the cluster as it is now. A variant that would only
+    start by preempting says so."""
+    wl = next((q.workload for q in queued if q.workload.name == target), None)
+    if wl is None or not wl.pod_sets or wl.pod_sets[0].topology is None:
+        return []
+    ps = wl.pod_sets[0]
+    asked = ps.topology.required if ps.topology is not None else None
+    layer = layer_of(asked) if asked else None
+    variants: list[tuple[str, TopologyRequest]] = []
+    if asked and layer is not None:
+        variants += [
+            (f"required {layer_label(n)}", TopologyRequest(required=layer_label(n)))
+            for n in range(layer - 1, 0, -1)
+        ]
+        variants.append((f"preferred {asked}", TopologyRequest(preferred=asked)))
+    out = []
+    for label, request in variants:
+        variant = replace(wl, pod_sets=(replace(ps, topology=request), *wl.pod_sets[1:]))
+        others = [
+            q if q.workload.name != target else replace(q, workload=variant, fallback_s=None) for q in queued
+        ]
+        cluster = model.cluster(running)
+        for cq in stopped:
+            if cq in cluster.queues:
+                cluster.set_stop_policy(cq, "Hold", 0.0)
+        for q in others:
+            cluster.submit(q.workload)
+        results = cluster.advance(0.0)
+        adm = cluster.admitted().get(target)
+        if adm is not None:
+            evicted = sorted({e.name for r in results for e in r.evicted if e.by == target})
+            out.append({"topology": label, "nodes": list(_hosts(adm.pod_sets)), "preempts": evicted})
+            return out
+    return out
+
+
+def expected_from(
+    declared_s: float | None, deadline_s: float | None, observed: Mapping[int, Sequence[float]], gpus: int
+) -> Expected:
+    """The best-founded expected length: the submission's ``expected_duration``, else the team's
+    observed median for jobs of ``gpus`` GPUs (3 or more finished runs), else the Job's
+    ``activeDeadlineSeconds`` (an upper bound: the Job is stopped then), else unknown."""
+    if declared_s is not None:
+        return Expected(declared_s, "expected_duration")
+    runs = sorted(observed.get(gpus, ()))
+    if len(runs) >= 3:
+        mid = len(runs) // 2
+        median = runs[mid] if len(runs) % 2 else (runs[mid - 1] + runs[mid]) / 2
+        return Expected(median, f"the team's median of {len(runs)} finished {gpus}-GPU jobs")
+    if deadline_s is not None:
+        return Expected(deadline_s, "activeDeadlineSeconds")
+    return UNKNOWN

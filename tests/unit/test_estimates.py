@@ -1,0 +1,79 @@
+"""Start estimates through the API's use case (``ApiService.estimates``): a cluster made by the Kueue
+model, served as the API server would serve its Workloads (v1beta1 dicts), gives each pending job
+the same start as the model run directly on the model's own objects — so nothing is lost reading
+live Workloads — and the answer carries what it rests on."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from topogov.logic.api_service import ApiService
+from topogov.logic.whatif.forecast import Expected, Model, Queued, Running, forecast
+from topogov_local.bench_estimate import _Jobs, _stamp, build
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # 400 p5.48xlarge (3,200 GPUs, the bench's smallest tree), 700 Seren-shaped jobs at once: some
+    # run, the rest wait (40 of them kept)
+    return build(400, 40, 700)
+
+
+def test_the_api_gives_each_pending_job_the_models_own_start(cluster):
+    policy, ports, pending, _ = cluster
+    assert len(pending) >= 10
+    api = service(policy, ports)
+    answers = api.estimates("arn:aws:iam::123456789012:user/team-a", pending, alternatives=False)
+    # the same state straight from the model's objects (no JSON): the reference
+    model = Model(list(ports.snapshot.nodes.values()), policy)
+    from topogov.domain.kueue_model.convert import admission_of, workload_of
+
+    running, queued = [], []
+    for namespace, objs in ports.workloads.items():
+        for obj in objs:
+            wl = workload_of(obj, model.local_queues)
+            team, job = wl.name.split("/")[0], obj["metadata"]["ownerReferences"][0]["uid"].split("/", 1)[1]
+            record = next(r for r in ports.records[policy_team(policy, namespace)] if r["name"] == job)
+            seconds = float(record["request"]["expected_duration"].removesuffix("s"))
+            wl = type(wl)(**{**{f: getattr(wl, f) for f in wl.__slots__}, "created": wl.created - _epoch0()})
+            if obj["status"].get("admission"):
+                running.append(Running(wl, admission_of(obj), -60.0, Expected(seconds, "expected_duration")))
+            else:
+                queued.append(Queued(wl, Expected(seconds, "expected_duration")))
+    reference = forecast(model, running, queued)
+    started = 0
+    for team, job in pending:
+        answer = answers[(team, job)]
+        key = next(k for k in reference if k.endswith(f"/job-{job}"))
+        want = reference[key].start_s
+        assert answer["start_in_s"] == (None if want is None else round(want)), (job, answer)
+        started += want is not None
+        assert answer["expected_duration"]["basis"] == "expected_duration"
+        assert "no new submissions" in answer["assumes"] and answer["nodes_as_of_s"] == 30
+    assert started >= 5  # most waiting jobs get a start
+
+
+def service(policy, ports):
+    ledger, jobs = cast(Any, ports), cast(Any, _Jobs(ports))
+    return ApiService(policy=policy, snapshots=ports, ledger=ledger, jobs=jobs, clock=lambda: _stamp(0))
+
+
+def policy_team(policy, namespace):
+    return next(name for name, t in policy.teams.items() if t.namespace == namespace)
+
+
+def _epoch0():
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(_stamp(0).replace("Z", "+00:00")).timestamp()
+
+
+def test_a_job_kueue_has_no_workload_for_says_so(cluster):
+    policy, ports, _, _ = cluster
+    api = service(policy, ports)
+    answer = api.estimates("arn:aws:iam::123456789012:user/team-a", [("team-a", "not-there")])
+    assert answer[("team-a", "not-there")] == {
+        "start_in_s": None, "start_at": None, "error": "Kueue has no Workload for this Job yet"
+    }  # fmt: skip
