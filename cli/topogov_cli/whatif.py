@@ -1,14 +1,20 @@
 """``topogov whatif``: what a policy or fleet change would do, on the same job trace, side by side.
 
-Offline: ``--trace FILE --fleet FILE --policy FILE [--baseline-policy FILE] [--fleet-change
-+p5.48xlarge=32 ...]``; ``--fleet snapshot`` reads the fleet from the topology snapshot the
-reconcile pass writes to S3 (the local stack's unless ``--bucket``), its nodes as empty. The
-baseline is the baseline policy (else ``--policy``) on the fleet as given; the proposal is
+Offline (with ``--fleet``): ``--trace FILE --fleet FILE --policy FILE [--baseline-policy FILE]
+[--fleet-change +p5.48xlarge=32 ...]``; ``--fleet snapshot`` reads the fleet from the topology
+snapshot the reconcile pass writes to S3 (the local stack's unless ``--bucket``), its nodes as empty.
+The baseline is the baseline policy (else ``--policy``) on the fleet as given; the proposal is
 ``--policy`` on the fleet with the changes. Both run on the Kueue model (:mod:`topogov.logic.whatif`),
 each job through the API's own decision.
 
+Against a deployment (no ``--fleet``; admins): ``--trace FILE`` or ``--history 7d`` (the jobs
+submitted in that window, each with the run time the reconcile pass observed), ``[--policy FILE]
+[--fleet-change ...]``: ``POST /v1/whatif`` replays it on the current snapshot's fleet under the
+policy in force (``baseline``) and the proposal.
+
 Exit 0 with the comparison; 2 when an input is unreadable or wrong (the file, line and field named);
-3 when ``--fleet snapshot`` cannot read the snapshot.
+3 when ``--fleet snapshot`` cannot read the snapshot or the API cannot be reached; the API's refusals
+as in every command that calls it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from topogov_cli.common import add_api_options, guarded
 
 PROG = "topogov whatif"
 
@@ -31,7 +39,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "and/or changed fleet, on the Kueue model, and print both side by side: per team and "
             "for the fleet, waits (p50/p95/max), jobs started, GPU-hours used vs quota, borrowed, "
             "preemptions, multi-node jobs inside one network node per layer, utilization, free "
-            "whole layer-3 nodes. Runs offline from files."
+            "whole layer-3 nodes. Offline from files with --fleet; without it, an admin's "
+            "POST /v1/whatif on the deployment's fleet and policy in force (--trace or --history)."
         ),
         epilog=(
             "trace CSV columns: submit_s,team,name,pods,gpus_per_pod,instance_type,duration_s,\n"
@@ -41,16 +50,30 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "  3  --fleet snapshot: the snapshot unreachable (no credentials, no bucket)\n\n"
             "example:\n"
             "  topogov whatif --trace examples/whatif/trace.csv --fleet examples/whatif/fleet.csv \\\n"
-            "    --baseline-policy teams.yaml --policy examples/whatif/teams-proposed.yaml"
+            "    --baseline-policy teams.yaml --policy examples/whatif/teams-proposed.yaml\n"
+            "  topogov whatif --history 7d --policy examples/whatif/teams-proposed.yaml  # a deployment"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--trace", type=Path, required=True, metavar="FILE", help="the job trace (CSV)")
+    p.add_argument("--trace", type=Path, metavar="FILE", help="the job trace (CSV)")
     p.add_argument(
-        "--fleet", required=True, metavar="FILE|snapshot", help="the fleet (CSV), or the topology snapshot's"
+        "--history",
+        metavar="WINDOW",
+        help="instead of --trace, against a deployment: the jobs submitted in the last WINDOW "
+        "(7d, 36h, 90m) with their observed run times",
+    )
+    p.add_argument(
+        "--fleet",
+        metavar="FILE|snapshot",
+        help="offline: the fleet (CSV), or the topology snapshot's (without it: the deployment's API)",
     )
     p.add_argument("--bucket", default=None, help="with --fleet snapshot: the snapshot's S3 bucket")
-    p.add_argument("--policy", type=Path, required=True, metavar="FILE", help="the proposed policy (YAML)")
+    p.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="the proposed policy (YAML; offline required, against a deployment optional)",
+    )
     p.add_argument(
         "--baseline-policy", type=Path, metavar="FILE", help="the policy in force (default: --policy)"
     )
@@ -74,7 +97,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="admission to pods running plus end to quota released, beyond each job's duration (0)",
     )
     p.add_argument("--output", choices=("text", "json"), default="text", help="text (default) or json")
-    p.set_defaults(func=run)
+    add_api_options(p, output=False)
+    p.set_defaults(func=run, cli_prog=PROG)
     return p
 
 
@@ -162,10 +186,74 @@ def snapshot_fleet(bucket: str | None) -> list[Any]:
     return sorted(nodes, key=lambda n: n.name)
 
 
+def _offline_usage(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments for the mode they name (offline: ``--fleet``), or None."""
+    if args.fleet is not None:
+        if args.history is not None:
+            return "--history reads a deployment's ledger: leave out --fleet (and --bucket)"
+        missing = [f for f, v in (("--trace", args.trace), ("--policy", args.policy)) if v is None]
+        return f"offline (--fleet) needs {' and '.join(missing)}" if missing else None
+    if (args.trace is None) == (args.history is None):
+        return "give --trace FILE or --history WINDOW (with --fleet FILE: offline, from files)"
+    if args.baseline_policy is not None or args.bucket is not None:
+        flag = "--baseline-policy" if args.baseline_policy is not None else "--bucket"
+        return f"{flag} is for offline runs (--fleet); against a deployment the baseline is in force"
+    return None
+
+
+@guarded
+def run_online(args: argparse.Namespace) -> int:
+    """``POST /v1/whatif``: the trace or the ledger's history on the deployment's snapshot fleet."""
+    from topogov.logic.whatif import render_text
+    from topogov_cli.common import EXIT_OK, api_for, print_json, usage
+
+    body: dict[str, Any] = {"regime": args.regime, "release_lag_s": args.release_lag}
+    if args.history is not None:
+        body["history"] = args.history
+    else:
+        try:
+            body["trace"] = _read(args.trace, "trace")
+        except _Usage as exc:
+            raise usage(str(exc)) from None
+    if args.policy is not None:
+        try:
+            body["policy"] = _read(args.policy, "policy")
+        except _Usage as exc:
+            raise usage(str(exc)) from None
+    if args.fleet_change:
+        body["fleet_change"] = list(args.fleet_change)
+    answer = api_for(args).call("POST", "/v1/whatif", body=body)
+    if args.output == "json":
+        print_json(answer)
+        return EXIT_OK
+    source = f"the ledger's last {args.history}" if args.history is not None else Path(args.trace).name
+    print(f"{answer.get('jobs')} jobs from {source}, replayed on the Kueue model; regime {args.regime}")
+    left = ((answer.get("history") or {}).get("left_out")) or {}
+    if left:
+        print("  left out, no run time observed: " + ", ".join(f"{n} {w}" for w, n in sorted(left.items())))
+    nodes = answer.get("nodes") or {}
+    for name in answer.get("scenarios") or {}:
+        changes = f" ({' '.join(args.fleet_change)})" if name == "proposed" and args.fleet_change else ""
+        policy = Path(args.policy).name if name == "proposed" and args.policy else "the policy in force"
+        print(f"  {name}: {nodes.get(name)} nodes of the snapshot{changes}, {policy}")
+    print()
+    print(render_text(answer["scenarios"]))
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     from topogov.logic.whatif import compare, render_text
     from topogov_cli.common import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 
+    wrong = _offline_usage(args)
+    if wrong:
+        print(f"{PROG}: error: {wrong} (see '{PROG} --help')", file=sys.stderr)
+        return EXIT_USAGE
+    if args.release_lag < 0:
+        print(f"{PROG}: --release-lag: must be at least 0, got {args.release_lag:g}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.fleet is None:
+        return run_online(args)
     try:
         trace, named = scenarios(args)
     except _Usage as exc:
@@ -174,9 +262,6 @@ def run(args: argparse.Namespace) -> int:
     except _Unreachable as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    if args.release_lag < 0:
-        print(f"{PROG}: --release-lag: must be at least 0, got {args.release_lag:g}", file=sys.stderr)
-        return EXIT_USAGE
     result = compare(trace, named, regime=args.regime, release_lag_s=args.release_lag)
     if args.output == "json":
         print(json.dumps(result, indent=2))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import json
+import re
 import shutil
 import subprocess
 
@@ -366,6 +367,97 @@ def test_an_admin_replays_a_trace_under_a_proposed_policy_on_the_snapshots_fleet
     assert change.status_code == 400 and change.json()["error"]["details"]["field"].startswith("fleet_change")
     member = call(stack, "POST", "/v1/whatif", body={"trace": trace})
     assert member.status_code == 403 and member.json()["error"]["code"] == "FORBIDDEN"
+
+
+def test_an_admin_replays_the_ledgers_history_with_the_run_times_observed(stack):
+    """``POST /v1/whatif`` with ``history`` and ``topogov whatif --history`` (the CLI as a
+    subprocess, signing with the admin profile): a job that finished and was released is replayed
+    for the run time the reconcile pass recorded; what has none is counted, not replayed."""
+    # Given a job of team-b that ran (its pod sleeps 2 s), finished and was released by a pass,
+    # and one still running
+    long = job("hist-long", replica_count=1, team="team-b")
+    assert call(stack, "POST", "/v1/jobs", profile="topogov-team-b", body=long).status_code == 201
+    try:
+        _replays_history(stack)
+    finally:
+        call(stack, "DELETE", "/v1/jobs/team-b/hist-long", profile="topogov-team-b")
+
+
+def _replays_history(stack):
+    import os
+    import sys
+    from pathlib import Path
+
+    from topogov.handlers.reconcile import handler
+
+    body = job("hist-job", replica_count=2, command=["sleep", "2s"], team="team-b")
+    assert call(stack, "POST", "/v1/jobs", profile="topogov-team-b", body=body).status_code == 201
+    wait_until(
+        lambda: (
+            call(stack, "GET", "/v1/jobs/team-b/hist-job", profile="topogov-team-b").json()["status"]
+            == "Succeeded"
+        ),
+        "hist-job succeeds",
+    )
+    wait_until(
+        lambda: (
+            handler(events.scheduled_event(), LocalContext())
+            and (v := call(stack, "GET", "/v1/jobs/team-b/hist-job", profile="topogov-team-b").json())[
+                "ran_s"
+            ]
+            is not None
+            and v
+        ),
+        "a pass releases hist-job with its run time",
+    )
+    ran_s = call(stack, "GET", "/v1/jobs/team-b/hist-job", profile="topogov-team-b").json()["ran_s"]
+    assert 2 <= ran_s <= 120
+    # When an admin replays the last hour under the policy in force and a fleet with 8 more nodes
+    request = {"history": "1h", "fleet_change": ["+p5.48xlarge=8"]}
+    resp = call(stack, "POST", "/v1/whatif", profile="topogov-admin", body=request)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    # Then the job is in both scenarios, running for its observed time; the module's other jobs
+    # that have not finished are counted as left out
+    for name in ("baseline", "proposed"):
+        (replayed,) = [j for j in out["scenarios"][name]["jobs"] if j["name"] == "hist-job"]
+        assert replayed["team"] == "team-b" and replayed["end_s"] - replayed["start_s"] == ran_s
+        assert len(replayed["nodes"]) == 2
+    assert out["history"]["window_s"] == 3600 and out["history"]["jobs"] == out["jobs"] >= 1
+    assert out["history"]["left_out"].get("running", 0) >= 1, out["history"]
+    # and the CLI runs the README's two commands (text inside 100 columns, then JSON)
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TOPOGOV_", "COLUMNS"))}
+    env.update(
+        AWS_SHARED_CREDENTIALS_FILE=str(stack.credentials),
+        AWS_PROFILE="topogov-admin",
+        AWS_EC2_METADATA_DISABLED="true",
+        TOPOGOV_ENDPOINT=stack.api.url,
+        PYTHONPATH=str(root / "lambdas"),
+    )
+
+    def cli(*argv):
+        done = subprocess.run([sys.executable, "-m", "topogov_cli.main", "whatif", *argv], cwd=root,
+                              env=env, capture_output=True, text=True, timeout=180, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    text = cli("--history", "7d", "--policy", "examples/whatif/teams-proposed.yaml")
+    assert re.match(
+        r"\d+ jobs from the ledger's last 7d, .*\n  left out, no run time observed: .*\d+ running", text
+    ), text
+    assert "proposed:" in text and "teams-proposed.yaml" in text, text
+    assert max(map(len, text.splitlines())) <= 100, text
+    doc = json.loads(cli("--history", "1d", "--fleet-change", "+p5.48xlarge=32", "--output", "json"))
+    assert doc["nodes"]["proposed"] == doc["nodes"]["baseline"] + 32
+    assert "hist-job" in {j["name"] for j in doc["scenarios"]["proposed"]["jobs"]}
+    # a member may not, and a wrong window or both inputs are named refusals
+    member = call(stack, "POST", "/v1/whatif", body={"history": "1h"})
+    assert member.status_code == 403
+    wrong = call(stack, "POST", "/v1/whatif", profile="topogov-admin", body={"history": "1w"})
+    assert wrong.status_code == 400 and wrong.json()["error"]["details"]["field"] == "history", wrong.text
+    both = call(stack, "POST", "/v1/whatif", profile="topogov-admin", body={"history": "1h", "trace": "x"})
+    assert both.status_code == 400 and "either trace" in both.json()["error"]["message"], both.text
 
 
 def test_kubectl_sees_the_jobs(stack):

@@ -47,6 +47,22 @@ def parse_duration(text: str) -> int:
     return total
 
 
+MAX_WINDOW_S = 31 * 86400  # a month of history: the replay's job cap (MAX_WHATIF_JOBS) binds first
+_WINDOW = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?$")
+
+
+def parse_window(text: str) -> int:
+    """``7d`` / ``36h`` / ``1d12h`` / ``90m`` -> seconds; a ValueError saying what is wrong."""
+    m = _WINDOW.match(text.strip())
+    if not text.strip() or m is None or not any(m.groups()):
+        raise ValueError(f"must be a window like 7d, 36h or 90m, got {text!r}")
+    d, h, mnt = (int(g or 0) for g in m.groups())
+    total = d * 86400 + h * 3600 + mnt * 60
+    if not 0 < total <= MAX_WINDOW_S:
+        raise ValueError(f"must be longer than 0m and at most {MAX_WINDOW_S // 86400}d, got {text!r}")
+    return total
+
+
 # What a pattern means, for the messages (pydantic would print the regular expression).
 PATTERN_MEANS = {
     DNS1123: "must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a "
@@ -249,9 +265,14 @@ class WhatIfRequest(Strict):
     """``POST /v1/whatif``: a trace replayed under the policy in force and a proposed one or a
     changed fleet, on the current snapshot's fleet (``topogov whatif``, run by the API)."""
 
-    trace: Annotated[str, Field(min_length=1, max_length=1_000_000)] = Field(
-        ...,
+    trace: Annotated[str, Field(min_length=1, max_length=1_000_000)] | None = Field(
+        None,
         description="the trace CSV (submit_s,team,name,pods,gpus_per_pod,...), as topogov whatif reads it",
+    )
+    history: Annotated[StrictStr, Field(min_length=1, max_length=16)] | None = Field(
+        None,
+        description="instead of a trace: the jobs submitted in this window (e.g. 7d, 36h), each with "
+        "the run time the reconcile pass observed",
     )
     policy: Annotated[str, Field(min_length=1, max_length=200_000)] | None = Field(
         None, description="a proposed teams.yaml (YAML text); default: the policy in force"
@@ -263,3 +284,16 @@ class WhatIfRequest(Strict):
     )
     regime: Literal["as-submitted", "plain-kueue", "preferred", "required", "topogov"] = "as-submitted"
     release_lag_s: Annotated[float, Field(ge=0, le=3600)] = 0.0
+
+    @field_validator("history")
+    @classmethod
+    def _a_window(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_window(v)
+        return v
+
+    @model_validator(mode="after")
+    def _trace_or_history(self) -> WhatIfRequest:
+        if (self.trace is None) == (self.history is None):
+            raise ValueError("give either trace (a CSV) or history (a window such as 7d), not both")
+        return self

@@ -304,6 +304,7 @@ class ApiService:
             "status": status,
             "why_pending": why,
             "state": record.get("state"),
+            "ran_s": record.get("ran_s"),  # a finished job's run time, once the reconcile pass released it
             "submitted_by": record.get("submitted_by"),
             "submitted_at": record.get("submitted_at"),
             "decision": record.get("decision"),
@@ -523,19 +524,24 @@ class ApiService:
         from topogov.logic.whatif import InputError, change_fleet, compare, parse_trace
 
         self.require_admin(caller)
-        try:
-            trace = parse_trace(request.trace, "trace")
-        except InputError as exc:
-            where = ", ".join(x for x in (f"line {exc.line}" if exc.line else "", exc.field or "") if x)
-            raise ValidationFailed(
-                "trace",
-                f"{where}: {exc.message}" if where else exc.message,
-                {"line": exc.line, "column": exc.field},
-            ) from None
+        history = None
+        if request.history is not None:
+            history = self._history(request.history)
+            trace = history.jobs
+        else:
+            try:
+                trace = parse_trace(request.trace or "", "trace")
+            except InputError as exc:
+                where = ", ".join(x for x in (f"line {exc.line}" if exc.line else "", exc.field or "") if x)
+                raise ValidationFailed(
+                    "trace",
+                    f"{where}: {exc.message}" if where else exc.message,
+                    {"line": exc.line, "column": exc.field},
+                ) from None
         if len(trace) > MAX_WHATIF_JOBS:
+            field, hint = ("history", "a shorter window") if history else ("trace", "topogov whatif offline")
             raise ValidationFailed(
-                "trace",
-                f"{len(trace)} jobs: at most {MAX_WHATIF_JOBS} per request (run topogov whatif for more)",
+                field, f"{len(trace)} jobs: at most {MAX_WHATIF_JOBS} per request (try {hint})"
             )
         proposed = self.policy
         if request.policy is not None:
@@ -561,7 +567,28 @@ class ApiService:
         if request.policy is not None or request.fleet_change:
             named["proposed"] = (changed, proposed)
         out = compare(trace, named, regime=request.regime, release_lag_s=request.release_lag_s)
-        return {"jobs": len(trace), "nodes": {k: len(v[0]) for k, v in named.items()}, **out}
+        extra = {"history": history.summary()} if history else {}
+        return {"jobs": len(trace), "nodes": {k: len(v[0]) for k, v in named.items()}, **extra, **out}
+
+    def _history(self, window: str) -> Any:
+        """The ledger's jobs of every team submitted in ``window`` as a trace, each with its
+        observed run time (:mod:`topogov.logic.whatif.history`); a 400 when none has one."""
+        from topogov.domain.errors import ValidationFailed
+        from topogov.domain.submission import parse_window
+        from topogov.logic.estimates import epoch
+        from topogov.logic.whatif.history import trace_from_records
+
+        now = epoch(self.clock()) or time.time()
+        records = [r for team in sorted(self.policy.teams) for r in self.ledger.list(team)]
+        history = trace_from_records(records, now=now, window_s=parse_window(window))
+        if not history.jobs:
+            left = ", ".join(f"{n} {why}" for why, n in history.left_out.items())
+            raise ValidationFailed(
+                "history",
+                f"no job submitted in the last {window} has an observed run time"
+                + (f" (left out: {left})" if left else " (no job was submitted in it)"),
+            )
+        return history
 
     def _placement_of(self, team: str) -> dict[str, Any] | None:
         """How tight the team's running multi-pod jobs were at the last pass, beside the fleet's."""
