@@ -114,3 +114,58 @@ def test_a_wrong_token_is_refused(server, tmp_path):
     write_kubeconfig(cfg, cluster.url, cluster.pki.ca, token="wrong")
     resp = KubeHttp(kubeconfig_api_client(str(cfg)), max_attempts=1).request("GET", "/api/v1/nodes")
     assert resp.status == 401
+
+
+# --- one pager for every list: an expired continue token starts the list over ------------------
+EXPIRED = {"method": "GET", "query": "continue=", "status": 410, "message": "The provided continue "
+           "parameter is too old to display a consistent list result."}  # fmt: skip
+
+
+def test_an_expired_continue_token_starts_the_list_over_without_duplicates(kube):
+    # Given 25 nodes read 10 a page, and the second page's continue token expired (410 Expired)
+    for i in range(25):
+        kube.request("POST", "/api/v1/nodes", body=node(f"x{i:02d}"))
+    fault(kube, path="^/api/v1/nodes$", times=1, **EXPIRED)
+    reads = kube.counters.reads
+    # When the nodes are listed
+    names = [o["metadata"]["name"] for o in KubeNodes(kube, page_size=10).list_nodes()]
+    # Then every node is there once: the first page was dropped and the list read again whole
+    assert names == sorted(f"x{i:02d}" for i in range(25))
+    assert kube.counters.reads - reads == 2 + 3
+
+
+def test_a_token_that_keeps_expiring_is_an_error_not_a_partial_list(kube):
+    from topogov.adapters.kube import MAX_LIST_RESTARTS
+    from topogov.domain.errors import KubernetesError
+
+    for i in range(3):
+        kube.request("POST", "/api/v1/nodes", body=node(f"y{i}"))
+    fault(kube, path="^/api/v1/nodes$", times=-1, **EXPIRED)
+    reads = kube.counters.reads
+    with pytest.raises(KubernetesError) as err:
+        KubeNodes(kube, page_size=2).list_nodes()
+    assert err.value.status == 410
+    assert kube.counters.reads - reads == 2 * (MAX_LIST_RESTARTS + 1)
+
+
+def test_the_pod_sums_start_over_with_the_list(kube):
+    # Given 5 pods of 1 GPU each on a node, read 2 a page, the second page's token expired
+    kube.request("POST", "/api/v1/nodes", body=node("f"))
+    for i in range(5):
+        one = {"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "1"},
+                                                        "limits": {"nvidia.com/gpu": "1"}}}  # fmt: skip
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"q{i}", "namespace": "default"},
+                "spec": {"nodeName": "f", "containers": [one]}}  # fmt: skip
+        assert kube.request("POST", "/api/v1/namespaces/default/pods", body=body).status == 201
+    fault(kube, path="^/api/v1/pods$", query="continue=", times=1, status=410)
+    # Then the node's sum is 5 GPUs, not the first pages' counted twice
+    assert KubeNodes(kube, page_size=2).requested_by_node()["f"].gpu == 5
+
+
+def test_no_adapter_pages_a_list_but_the_one_pager():
+    import re
+    from pathlib import Path
+
+    adapters = Path(__file__).resolve().parents[2] / "lambdas" / "topogov" / "adapters"
+    loops = {p.name for p in adapters.glob("*.py") if re.search(r"""\[["']continue["']\]""", p.read_text())}
+    assert loops == {"kube.py"}, loops  # KubeHttp.pages

@@ -52,6 +52,19 @@ class Response:
     body: Any
 
 
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list: its items (a 200's), the response, and whether the list started over
+    with it (every item of the pages before it is to be dropped)."""
+
+    items: list[dict[str, Any]]
+    response: Response
+    restarted: bool = False
+
+
+MAX_LIST_RESTARTS = 3  # a list whose continue token keeps expiring gives up with the 410
+
+
 class KubeHttp:
     """A thin JSON-over-HTTP layer on a configured ``kubernetes.client.ApiClient``."""
 
@@ -96,6 +109,53 @@ class KubeHttp:
                 self._sleep(delay)
                 continue
             return Response(status, payload)
+
+    def pages(
+        self, path: str, query: Mapping[str, Any] | None = None, *, page_size: int = 500
+    ) -> Iterator[Page]:
+        """A list read page by page (``limit`` and ``continue``), the one pager of the adapters.
+
+        A continue token expires once etcd compacts the revision the list reads at: the API server
+        answers 410 Expired, and "if the client needs a consistent list, it must restart their list
+        without the continue field" (the Kubernetes API reference, ``ListOptions.continue``;
+        client-go's ``tools/pager`` does so). The list starts over, and the page that starts it says
+        so (:attr:`Page.restarted`); after :data:`MAX_LIST_RESTARTS` the 410 is the answer. Any
+        status but 200 ends the pages with that page (no items): each caller answers it its way."""
+        token: str | None = None
+        restarted = False
+        restarts = 0
+        while True:
+            q = {**(query or {}), "limit": page_size}
+            if token:
+                q["continue"] = token
+            resp = self.request("GET", path, query=q)
+            if resp.status == 410 and token and restarts < MAX_LIST_RESTARTS:
+                token, restarted, restarts = None, True, restarts + 1
+                continue
+            if resp.status != 200:
+                yield Page([], resp, restarted)
+                return
+            yield Page(list(resp.body.get("items") or []), resp, restarted)
+            restarted = False
+            token = (resp.body.get("metadata") or {}).get("continue") or None
+            if not token:
+                return
+
+    def list_all(
+        self, path: str, query: Mapping[str, Any] | None = None, *, page_size: int = 500
+    ) -> tuple[list[dict[str, Any]], Response]:
+        """Every item of a list (:meth:`pages`, restarts honoured) and the last response: its
+        status is 200 unless the list failed (then the items are none)."""
+        items: list[dict[str, Any]] = []
+        last = Response(200, None)
+        for page in self.pages(path, query, page_size=page_size):
+            if page.restarted:
+                items.clear()
+            last = page.response
+            if last.status != 200:
+                return [], last
+            items.extend(page.items)
+        return items, last
 
     def _once(
         self, method: str, path: str, query: Mapping[str, Any] | None, body: Any, content_type: str
@@ -172,27 +232,11 @@ class KubeNodes:
     def counters(self) -> CallCounters:
         return self.http.counters
 
-    def _paged(self, path: str, query: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-        token: str | None = None
-        while True:
-            q = dict(query or {})
-            q["limit"] = self._page_size
-            if token:
-                q["continue"] = token
-            resp = self.http.request("GET", path, query=q)
-            if resp.status == 410 and token:
-                # The continue token expired (etcd compaction): start the list again, as client-go does.
-                token = None
-                continue
-            if resp.status != 200:
-                raise KubernetesError(resp.status, f"list {path}", _message(resp.body))
-            yield from resp.body.get("items") or []
-            token = (resp.body.get("metadata") or {}).get("continue") or None
-            if not token:
-                return
-
     def list_nodes(self) -> list[dict[str, Any]]:
-        return list(self._paged("/api/v1/nodes"))
+        items, resp = self.http.list_all("/api/v1/nodes", page_size=self._page_size)
+        if resp.status != 200:
+            raise KubernetesError(resp.status, "list /api/v1/nodes", _message(resp.body))
+        return items
 
     def get_node(self, name: str) -> dict[str, Any] | None:
         resp = self.http.request("GET", f"/api/v1/nodes/{name}")
@@ -229,14 +273,20 @@ class KubeNodes:
         result: dict[str, Resources] = {}
         placed: list[JobPod] = []
         selector = "status.phase!=Succeeded,status.phase!=Failed"
-        for pod in self._paged("/api/v1/pods", {"fieldSelector": selector}):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node:
-                asked = pod_requests(pod)
-                result[node] = result.get(node, Resources()) + asked
-                found = job_pod(pod, asked.gpu)
-                if found is not None:
-                    placed.append(found)
+        for page in self.http.pages("/api/v1/pods", {"fieldSelector": selector}, page_size=self._page_size):
+            if page.restarted:  # a continue token expired: the sums start over with the list
+                result.clear()
+                placed.clear()
+            if page.response.status != 200:
+                raise KubernetesError(page.response.status, "list /api/v1/pods", _message(page.response.body))
+            for pod in page.items:
+                node = (pod.get("spec") or {}).get("nodeName")
+                if node:
+                    asked = pod_requests(pod)
+                    result[node] = result.get(node, Resources()) + asked
+                    found = job_pod(pod, asked.gpu)
+                    if found is not None:
+                        placed.append(found)
         return result, placed
 
 

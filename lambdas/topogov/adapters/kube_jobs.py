@@ -150,21 +150,12 @@ class KubeJobs:
         return "changed"
 
     def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token = None
-        while True:
-            query: dict[str, Any] = {"limit": 500}
-            if token:
-                query["continue"] = token
-            resp = self.http.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs", query=query)
-            if resp.status == 404:
-                return items
-            if resp.status != 200:
-                raise Unavailable(f"listing Jobs in {namespace} failed: HTTP {resp.status}")
-            items.extend(resp.body.get("items") or [])
-            token = (resp.body.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        items, resp = self.http.list_all(f"/apis/batch/v1/namespaces/{namespace}/jobs")
+        if resp.status == 404:
+            return []
+        if resp.status != 200:
+            raise Unavailable(f"listing Jobs in {namespace} failed: HTTP {resp.status}")
+        return items
 
     def admitted_usage(self, namespace: str) -> Resources:
         """What Kueue has admitted in ``namespace``: the requests of its admitted Workloads."""
@@ -202,19 +193,11 @@ class KubeJobs:
     def kueue_pods(self, namespace: str) -> list[dict[str, Any]]:
         """The pods Kueue admitted in ``namespace`` (Kueue labels an admitted pod set's pods
         ``kueue.x-k8s.io/podset``: pkg/controller/jobframework/reconciler.go), page by page."""
-        items: list[dict[str, Any]] = []
-        token = None
-        while True:
-            query: dict[str, Any] = {"labelSelector": "kueue.x-k8s.io/podset", "limit": 500}
-            if token:
-                query["continue"] = token
-            resp = self.http.request("GET", f"/api/v1/namespaces/{namespace}/pods", query=query)
-            if resp.status != 200:
-                raise Unavailable(f"listing Pods in {namespace} failed: HTTP {resp.status}")
-            items.extend(resp.body.get("items") or [])
-            token = (resp.body.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        items, resp = self.http.list_all(path, {"labelSelector": "kueue.x-k8s.io/podset"})
+        if resp.status != 200:
+            raise Unavailable(f"listing Pods in {namespace} failed: HTTP {resp.status}")
+        return items
 
     def workloads(self, namespace: str) -> list[dict[str, Any]]:
         """Every Workload in ``namespace`` (one call; a team has few)."""

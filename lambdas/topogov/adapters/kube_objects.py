@@ -68,21 +68,12 @@ class KubeObjects:
     def list(self, api_version: str, kind: str) -> list[dict[str, Any]]:
         """Every object of ``kind`` (all namespaces), paginated. The API server leaves ``kind`` and
         ``apiVersion`` out of a list's items (they are the list's); each item gets them back here."""
-        items: list[dict[str, Any]] = []
-        token = None
-        while True:
-            query: dict[str, Any] = {"limit": 500}
-            if token:
-                query["continue"] = token
-            resp = self.http.request("GET", object_path(api_version, kind), query=query)
-            if resp.status == 404:  # the CRD is not installed (or this version is not served)
-                raise _fail(resp, f"list {kind} ({api_version}): is Kueue installed and serving it?")
-            if resp.status != 200:
-                raise _fail(resp, f"list {kind}")
-            items.extend({"apiVersion": api_version, "kind": kind, **i} for i in resp.body.get("items") or [])
-            token = (resp.body.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        items, resp = self.http.list_all(object_path(api_version, kind))
+        if resp.status == 404:  # the CRD is not installed (or this version is not served)
+            raise _fail(resp, f"list {kind} ({api_version}): is Kueue installed and serving it?")
+        if resp.status != 200:
+            raise _fail(resp, f"list {kind}")
+        return [{"apiVersion": api_version, "kind": kind, **i} for i in items]
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         kind, name, ns = ref(obj)

@@ -8,12 +8,13 @@ authenticates the caller upstream), streams the answer back (watches included), 
 * counts requests by ``"<METHOD> <resource>[/<subresource>]"`` (watches as ``WATCH``, anything that is
   not a resource as ``discovery``): ``GET|DELETE /_emulator/requests``;
 * injects faults: ``POST /_emulator/faults`` with ``{"method", "path" (a regex searched in the URL
-  path), "status" (an error answered instead of passing the request on, in the API server's
-  ``Status`` shape), "times" (default 1; -1 or null: forever), "probability" (of applying to a
-  matching request; seeded), "delay_s" (before passing on or answering), "after" (pass the request on
-  first, then answer the error: an answer lost after the write), "delete_before" (delete the named
-  object, as admin, before passing the request on: a concurrent deletion), "message",
-  "retry_after"}``; ``GET`` lists the rules with their ``hits``; ``DELETE`` clears them.
+  path), "query" (one searched in its query string: ``continue=`` for a list's later pages),
+  "status" (an error answered instead of passing the request on, in the API server's ``Status``
+  shape), "times" (default 1; -1 or null: forever), "probability" (of applying to a matching
+  request; seeded), "delay_s" (before passing on or answering), "after" (pass the request on first,
+  then answer the error: an answer lost after the write), "delete_before" (delete the named object,
+  as admin, before passing the request on: a concurrent deletion), "message", "retry_after"}``;
+  ``GET`` lists the rules with their ``hits``; ``DELETE`` clears them.
 
 ``python -m topogov_local.cluster.faultproxy --port P --upstream URL --ca CA --cert C --key K``
 prints its URL when ready.
@@ -87,6 +88,7 @@ class Fault:
     delete_before: bool
     message: str | None
     retry_after: int | None
+    query: re.Pattern[str] | None = None
     hits: int = 0
 
     def describe(self) -> dict[str, Any]:
@@ -94,6 +96,7 @@ class Fault:
             "id": self.id,
             "method": self.method,
             "path": self.path.pattern,
+            "query": self.query.pattern if self.query else None,
             "status": self.status,
             "times": self.times,
             "probability": self.probability,
@@ -145,16 +148,18 @@ class State:
                 bool(spec.get("delete_before")),
                 spec.get("message"),
                 int(spec["retry_after"]) if spec.get("retry_after") else None,
+                re.compile(str(spec["query"])) if spec.get("query") else None,
             )
             self.faults.append(fault)
         return fault
 
-    def take(self, method: str, path: str) -> Fault | None:
+    def take(self, method: str, path: str, query: str = "") -> Fault | None:
         with self.lock:
             for f in self.faults:
                 if (
                     (f.method is None or f.method == method)
                     and f.path.search(path)
+                    and (f.query is None or f.query.search(query))
                     and (f.times is None or f.times > 0)
                     and (f.probability >= 1.0 or self.rng.random() < f.probability)
                 ):
@@ -322,7 +327,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         state = self.server.state
         state.count(counter_key(method, path, query))
-        fault = state.take(method, path)
+        fault = state.take(method, path, query)
         if fault is not None:
             if fault.delay_s:
                 time.sleep(fault.delay_s)
