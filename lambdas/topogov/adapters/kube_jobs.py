@@ -7,6 +7,7 @@ from typing import Any
 from topogov.adapters.kube import KubeHttp
 from topogov.domain.errors import Conflict, Unavailable, ValidationFailed
 from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
+from topogov.domain.placement_quality import JOB_UID_LABEL
 from topogov.domain.quantity import Resources, pod_requests
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
@@ -184,7 +185,7 @@ class KubeJobs:
         resp = self.http.request(
             "GET",
             f"/api/v1/namespaces/{namespace}/pods",
-            query={"labelSelector": f"batch.kubernetes.io/controller-uid={job_uid}", "limit": limit},
+            query={"labelSelector": f"{JOB_UID_LABEL}={job_uid}", "limit": limit},
         )
         if resp.status != 200:
             raise Unavailable(f"listing the Job's Pods failed: HTTP {resp.status}")

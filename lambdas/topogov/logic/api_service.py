@@ -20,12 +20,14 @@ from topogov.domain.errors import (
     Unavailable,
 )
 from topogov.domain.placement import CapacityIndex
+from topogov.domain.placement_quality import JOB_UID_LABEL
 from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse, WhatIfRequest
 from topogov.domain.tree import build_tree, to_mermaid
 from topogov.logic.admission import decide
+from topogov.logic.ports import LedgerPort
 
 NO_SNAPSHOT = (
     "no topology snapshot yet: the reconcile function writes it on its first pass (on its schedule, "
@@ -35,18 +37,6 @@ NO_SNAPSHOT = (
 
 class SnapshotSource(Protocol):
     def load(self) -> Snapshot | None: ...
-
-
-class LedgerPort(Protocol):
-    def usage(self, team: str) -> Resources: ...
-    def reserve(
-        self, team: str, name: str, charge: Resources, cap: Resources, record: dict[str, Any]
-    ) -> None: ...
-    def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
-    def abort(self, team: str, name: str, charge: Resources) -> None: ...
-    def release(self, team: str, name: str, reason: str) -> bool: ...
-    def get(self, team: str, name: str) -> dict[str, Any] | None: ...
-    def list(self, team: str) -> list[dict[str, Any]]: ...
 
 
 class JobsPort(Protocol):
@@ -387,9 +377,7 @@ class ApiService:
             }
             pods_by_uid: dict[str, list[dict[str, Any]]] = {}
             for pod in self.jobs.kueue_pods(namespace):
-                uid = ((pod.get("metadata") or {}).get("labels") or {}).get(
-                    "batch.kubernetes.io/controller-uid"
-                )
+                uid = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_UID_LABEL)
                 pods_by_uid.setdefault(uid or "", []).append(pod)
             for r in records:
                 job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None

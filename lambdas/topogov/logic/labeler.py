@@ -41,6 +41,7 @@ from topogov.domain.placement_quality import JobPod
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import NodeCapacity
+from topogov.logic.ports import Counters
 
 
 class Skip(enum.StrEnum):
@@ -81,15 +82,6 @@ class PatchOutcomeLike(Protocol):
     def status(self) -> int: ...
     @property
     def message(self) -> str: ...
-
-
-class Counters(Protocol):
-    """Requests an adapter made, as it counts them (reads, writes)."""
-
-    @property
-    def reads(self) -> int: ...
-    @property
-    def writes(self) -> int: ...
 
 
 class NodeStore(Protocol):

@@ -25,18 +25,9 @@ from typing import Any, Protocol
 
 from topogov.domain.jobs import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, job_status
 from topogov.domain.policy import Policy
-from topogov.domain.quantity import Resources
+from topogov.logic.ports import LedgerPort
 
 STALE_RESERVATION_S = 300
-
-
-class LedgerPort(Protocol):
-    def list(self, team: str) -> list[dict[str, Any]]: ...
-    def usage(self, team: str) -> Resources: ...
-    def release(self, team: str, name: str, reason: str, ran_s: float | None = None) -> bool: ...
-    def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
-    def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
-    def get(self, team: str, name: str) -> dict[str, Any] | None: ...
 
 
 class JobLister(Protocol):

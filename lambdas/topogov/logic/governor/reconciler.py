@@ -47,7 +47,7 @@ from topogov.logic.governor.plan import (
     ObjectsPort,
     Plan,
 )
-from topogov.logic.labeler import Counters
+from topogov.logic.ports import Counters
 
 # --- the governor ------------------------------------------------------------------------------------
 

@@ -1,0 +1,33 @@
+"""The ports more than one part of the logic declares: one of each (the ledger, an adapter's request
+counters). The adapters implement them (``adapters/ledger.DynamoLedger``, ``adapters/kube.CallCounters``)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from topogov.domain.quantity import Resources
+
+
+class LedgerPort(Protocol):
+    """The job ledger and the per-team in-flight counters (the API charges and releases, the
+    reconcile pass confirms, releases finished jobs with their run time and records fallbacks)."""
+
+    def usage(self, team: str) -> Resources: ...
+    def reserve(
+        self, team: str, name: str, charge: Resources, cap: Resources, record: dict[str, Any]
+    ) -> None: ...
+    def confirm(self, team: str, name: str, fields: dict[str, Any] | None = None) -> bool: ...
+    def abort(self, team: str, name: str, charge: Resources) -> None: ...
+    def release(self, team: str, name: str, reason: str, ran_s: float | None = None) -> bool: ...
+    def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
+    def get(self, team: str, name: str) -> dict[str, Any] | None: ...
+    def list(self, team: str) -> list[dict[str, Any]]: ...
+
+
+class Counters(Protocol):
+    """Requests an adapter made, as it counts them (reads, writes)."""
+
+    @property
+    def reads(self) -> int: ...
+    @property
+    def writes(self) -> int: ...
