@@ -174,9 +174,7 @@ class KubeJobs:
             for pod_set in (wl.get("spec") or {}).get("podSets") or []:
                 per_pod = pod_requests(pod_set.get("template") or {})
                 n = int(pod_set.get("count", 1))
-                total = total + Resources(
-                    per_pod.gpu * n, per_pod.efa * n, per_pod.cpu_m * n, per_pod.memory * n
-                )
+                total = total + per_pod.times(n)
         return total
 
     def pods_of(self, namespace: str, job_uid: str, limit: int = 1000) -> list[dict[str, Any]]:

@@ -64,7 +64,7 @@ class JobShape:
     @property
     def total(self) -> Resources:
         p = self.per_pod
-        return Resources(p.gpu * self.pods, p.efa * self.pods, p.cpu_m * self.pods, p.memory * self.pods)
+        return p.times(self.pods)
 
 
 def render_job(

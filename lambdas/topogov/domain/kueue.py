@@ -110,7 +110,7 @@ class FlavorInput(NamedTuple):
     @property
     def capacity(self) -> Resources:
         a, n = self.allocatable, self.nodes
-        return Resources(a.gpu * n, a.efa * n, a.cpu_m * n, a.memory * n)
+        return a.times(n)
 
 
 def flavors_from_nodes(nodes: Iterable[NodeCapacity]) -> list[FlavorInput]:

@@ -78,6 +78,10 @@ class Resources:
             self.gpu - other.gpu, self.efa - other.efa, self.cpu_m - other.cpu_m, self.memory - other.memory
         )
 
+    def times(self, n: int) -> Resources:
+        """``n`` of these (a pod's requests -> a pod set's, a job's)."""
+        return Resources(self.gpu * n, self.efa * n, self.cpu_m * n, self.memory * n)
+
     def to_json(self) -> dict[str, int]:
         return {"gpu": self.gpu, "efa": self.efa, "cpu_m": self.cpu_m, "memory": self.memory}
 

@@ -36,7 +36,7 @@ from topogov.domain.placement import (
     resolve_level,
 )
 from topogov.domain.policy import Policy
-from topogov.domain.quantity import Resources, resources_from
+from topogov.domain.quantity import RESOURCE_ATTRS, Resources, resources_from
 from topogov.domain.submission import (
     Decision,
     JobRequest,
@@ -46,8 +46,6 @@ from topogov.domain.submission import (
     TopologySpec,
     parse_duration,
 )
-
-RESOURCE_NAMES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,7 @@ def _quota_lines(
     total: Resources, quota: Resources, borrow: Resources, cap: Resources
 ) -> list[QuotaArithmetic]:
     lines = []
-    for attr, name in RESOURCE_NAMES.items():
+    for attr, name in RESOURCE_ATTRS.items():
         asked = getattr(total, attr)
         if asked or getattr(quota, attr):
             lines.append(
@@ -205,7 +203,7 @@ def decide(
     total = shape.total
     quota, borrow, cap = team.quota_resources, team.borrow_resources, team.max_in_flight_resources
     over = []
-    for attr, name in RESOURCE_NAMES.items():
+    for attr, name in RESOURCE_ATTRS.items():
         asked, limit = getattr(total, attr), getattr(quota, attr) + getattr(borrow, attr)
         if asked > limit:
             over.append(

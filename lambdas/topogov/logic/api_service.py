@@ -22,7 +22,7 @@ from topogov.domain.errors import (
 from topogov.domain.placement import CapacityIndex
 from topogov.domain.placement_quality import JOB_UID_LABEL
 from topogov.domain.policy import Policy, Team
-from topogov.domain.quantity import Resources
+from topogov.domain.quantity import RESOURCE_ATTRS, Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse, WhatIfRequest
 from topogov.domain.tree import build_tree, to_mermaid
@@ -49,9 +49,6 @@ class JobsPort(Protocol):
     def pods_of(self, namespace: str, job_uid: str) -> list[dict[str, Any]]: ...
     def kueue_pods(self, namespace: str) -> list[dict[str, Any]]: ...
     def admitted_usage(self, namespace: str) -> Resources: ...
-
-
-RES = {"gpu": "nvidia.com/gpu", "efa": "vpc.amazonaws.com/efa", "cpu_m": "cpu", "memory": "memory"}
 
 
 def _released_status(record: dict[str, Any], status: str, why: str | None) -> tuple[str, str | None]:
@@ -153,7 +150,7 @@ class ApiService:
         if dry_run:
             used = self.ledger.usage(d.team)
             for line in d.quota:
-                attr = next(a for a, n in RES.items() if n == line.resource)
+                attr = next(a for a, n in RESOURCE_ATTRS.items() if n == line.resource)
                 line.in_flight_before = getattr(used, attr)
             return SubmitResponse(dry_run=True, created=False, decision=d, job=adm.manifest)
         name = adm.manifest["metadata"]["name"]
@@ -479,7 +476,7 @@ class ApiService:
         used = self.ledger.usage(team)
 
         def res(r: Resources) -> dict[str, int]:
-            return {RES[a]: getattr(r, a) for a in RES}
+            return {RESOURCE_ATTRS[a]: getattr(r, a) for a in RESOURCE_ATTRS}
 
         return {
             "team": team,
