@@ -69,6 +69,71 @@ def _die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+class Stopped(BaseException):
+    """A stop signal arrived (SIGINT, SIGTERM, SIGHUP). A BaseException, so no ``except Exception``
+    on the way swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+REDELIVER_S = 0.2
+
+
+class StopOnSignal:
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread, and go on doing so until
+    the main thread says it has it (:meth:`unwinding`).
+
+    One raise is not enough. An exception a signal handler raises is lost where the interpreter
+    ignores exceptions: in an at-fork callback (``logging`` registers ``_releaseLock`` to run in the
+    parent after every fork, and ``subprocess`` forks through those callbacks whenever a
+    ``preexec_fn`` is given, as :class:`Managed` does), a ``__del__``, a weakref callback. A SIGTERM
+    that arrived while a child was started was printed as "Exception ignored in: _releaseLock" and
+    the stack went on starting. So from the first signal on, a thread sends the signal to the main
+    thread again every :data:`REDELIVER_S` until the stop is under way; once it is, a further signal
+    (Ctrl-C pressed again) is ignored and cannot interrupt the stop.
+
+    Use as a context manager around the work; the previous handlers come back on exit."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._unwinding = threading.Event()
+        self._redeliver: threading.Thread | None = None
+        self._previous: dict[int, Any] = {}
+        self._main = threading.main_thread().ident
+
+    def __enter__(self) -> StopOnSignal:
+        self._previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.unwinding()
+        if self._redeliver is not None:
+            self._redeliver.join()
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def unwinding(self) -> None:
+        """The main thread has the :class:`Stopped` (or is ending anyway): deliver no more."""
+        self._unwinding.set()
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self._unwinding.is_set():
+            return
+        if self.signum is None:
+            self.signum = signum
+            self._redeliver = threading.Thread(target=self._again, name="stop-signal", daemon=True)
+            self._redeliver.start()
+        raise Stopped(self.signum)
+
+    def _again(self) -> None:
+        while not self._unwinding.wait(REDELIVER_S):
+            assert self.signum is not None and self._main is not None
+            signal.pthread_kill(self._main, self.signum)
+
+
 def wait_until(
     predicate: Callable[[], Any],
     what: str,

@@ -9,12 +9,13 @@ import logging
 import os
 import signal
 import sys
-import threading
+import time
 from typing import Any
 
 from topogov_cli.common import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from topogov_cli.render import label_table, summary_line
 from topogov_local.guard import StackError
+from topogov_local.processes import StopOnSignal, Stopped
 from topogov_local.walkthrough.console import Console, shown
 
 
@@ -50,15 +51,6 @@ def least_privilege(c: Console, n_step: int) -> None:
     c.say(f"  -> {record.allowed} allowed, {len(record.denied)} refused")
 
 
-class Stopped(BaseException):
-    """A stop signal arrived (SIGINT, SIGTERM, SIGHUP). A BaseException, so no ``except Exception``
-    on the way swallows it."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def _functions_log(stack: Any) -> str:
     """The functions' JSON logs go to a file, as Lambda sends them to CloudWatch Logs, so the story
     stays readable; the file is named once."""
@@ -81,10 +73,9 @@ def deployed_lines(stack: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topogov_local import events, fleet
+    from topogov_local import fleet
     from topogov_local.deployment import assembled
     from topogov_local.stack import LocalStack, StackOptions
-    from topogov_local.walkthrough.labeler import invoke
 
     options = StackOptions(
         directory=args.dir,
@@ -94,24 +85,28 @@ def run(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         labelled_by_eks=getattr(args, "labelled_by_eks", False),
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        # Unwind whatever runs now (a walkthrough step, a pass): the stack stops in `finally`, its
-        # children within ProcessManager's grace. A closed terminal (SIGHUP) is a stop like Ctrl-C.
-        # Raised once: a second signal (Ctrl-C pressed again) must not interrupt the stop under way.
-        if stop.is_set():
-            return
-        stop.set()
-        raise Stopped(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO")  # read when the Logger is created
     starting = "Starting the local stack (moto + `cdk deploy` of the app, etcd, Kubernetes, Kueue, KWOK) ..."
     print(starting, flush=True)
     if not assembled():
         print("(the app is new or changed here: `cdk synth` first, 20 s to a minute)", flush=True)
-    stack = LocalStack(options)
+    # A signal unwinds whatever runs now (a walkthrough step, a pass): the stack stops in `finally`,
+    # its children within ProcessManager's grace. A closed terminal (SIGHUP) is a stop like Ctrl-C.
+    with StopOnSignal() as signals:
+        try:
+            return _run(args, LocalStack(options), signals)
+        except Stopped as stopped:  # sent again while the first was being caught; the stack stopped
+            return _stopped_code(stopped.signum)
+
+
+def _stopped_code(signum: int) -> int:
+    return 130 if signum == signal.SIGINT else 128 + signum
+
+
+def _run(args: argparse.Namespace, stack: Any, signals: StopOnSignal) -> int:
+    from topogov_local import events
+    from topogov_local.walkthrough.labeler import invoke
+
     try:
         stack.start()
         os.environ.update(stack.env())
@@ -131,15 +126,16 @@ def run(args: argparse.Namespace) -> int:
             print("\nWalkthrough done (--once): stopping the stack.", flush=True)
             return EXIT_OK
         print(f"\nReconciling every {args.interval:g}s; Ctrl-C stops the stack.", flush=True)
-        while not stop.wait(args.interval):
+        while True:
+            time.sleep(args.interval)
             summary = invoke(events.scheduled_event())
             print(summary_line(summary), flush=True)
             if summary.get("patched"):
                 print(label_table(stack.kube().request("GET", "/api/v1/nodes").body["items"]), flush=True)
-        return EXIT_OK
     except Stopped as stopped:
+        signals.unwinding()
         print(f"\n{signal.Signals(stopped.signum).name}: stopping the stack", flush=True)
-        return 128 + stopped.signum if stopped.signum != signal.SIGINT else 130
+        return _stopped_code(stopped.signum)
     except StackError as exc:
         print(f"topogov local: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
@@ -153,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
               f"(traceback in {shown(error_log)})", file=sys.stderr, flush=True)  # fmt: skip
         return EXIT_REFUSED
     finally:
+        signals.unwinding()
         stack.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         sys.stdout.flush()
