@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from topogov_cli.common import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR
+from topogov_cli.base import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, LOCAL_DIR, CliError
 
 DEFAULT_REGION = "us-east-1"
 LOCAL_CREDENTIALS = LOCAL_DIR / "aws-credentials"  # written by `topogov local`: a profile per team
@@ -42,25 +42,6 @@ ENV_ENDPOINT = "TOPOGOV_ENDPOINT"
 ENV_CONFIG = "TOPOGOV_CONFIG"
 _EXECUTE_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"\)\]]+)")
-
-
-class CliError(Exception):
-    """A failure the command reports as one line (plus details) and an exit code."""
-
-    def __init__(
-        self,
-        exit_code: int,
-        message: str,
-        details: dict[str, Any] | None = None,
-        body: Any = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.message = message
-        self.details = details or {}
-        self.body = body  # the API's answer, as JSON, for --output json
-        self.code = code
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,15 @@ from urllib.parse import quote
 
 from topogov.domain.labels import HOSTNAME_LABEL, LAYER_LABEL_PREFIX
 from topogov.domain.quantity import CPU, EFA, GPU, MEMORY
+from topogov_cli.base import (  # noqa: F401 (re-exported: the commands import them from here)
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    LOCAL_DIR,
+    CliError,
+)
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-LOCAL_DIR = Path(".topogov/local")
 RESOURCES = (GPU, EFA, CPU, MEMORY)
 
 EXIT_CODES_HELP = """exit codes:
@@ -85,8 +91,6 @@ def prog(args: argparse.Namespace) -> str:
 
 
 def usage(message: str) -> Exception:
-    from topogov_cli.client import CliError
-
     return CliError(EXIT_USAGE, message)
 
 
@@ -115,8 +119,6 @@ def _wrap(text: str) -> str:
 
 def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        from topogov_cli.client import CliError
-
         try:
             return fn(args)
         except CliError as exc:

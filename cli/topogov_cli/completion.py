@@ -85,9 +85,7 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from topogov_cli.main import parser
-
-    script = bash_script(parser())
+    script = bash_script(args.cli_parser)
     if args.shell == "zsh":
         script = "autoload -U +X bashcompinit && bashcompinit\n" + script
     print(script, end="")

@@ -73,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
         group.add_parser(sub)
     for add in plugin_commands():  # e.g. `local` and `bench` from topogov-local, when installed
         add(sub)
+    p.set_defaults(cli_parser=p)  # `topogov completion` describes the whole parser
     return p
 
 

@@ -1,33 +1,64 @@
-"""Composition root: builds the adapters the handlers use, once per warm container."""
+"""Composition root: builds the adapters the handlers use, once per warm container.
+
+Typed end to end: what it returns is the logic's own classes and callables. The AWS session and the
+Kubernetes client are named by their libraries' classes (boto3's ``Session``, kubernetes'
+``ApiClient``); neither library ships type information, so to the type checker those two stay
+opaque, and the adapters that call them are where their use is checked (by tests against real
+servers)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from topogov.adapters.ec2 import Pacer, TopologyClient, ec2_client
 from topogov.adapters.kube import KubeHttp, KubeNodes
 from topogov.adapters.kube_auth import EksTokenSource, describe_cluster, eks_api_client, kubeconfig_api_client
 from topogov.adapters.snapshot_store import S3SnapshotStore
+from topogov.domain.quantity import Resources
 from topogov.logic.labeler import Labeler
 from topogov.settings import ApiSettings, ReconcileSettings
 
+if TYPE_CHECKING:
+    from boto3.session import Session
+    from kubernetes.client import ApiClient
+
+    from topogov.domain.policy import Policy
+    from topogov.domain.snapshot import Snapshot
+    from topogov.logic.api_service import ApiService, JobsPort
+    from topogov.logic.governor import GovernorSummary
+    from topogov.logic.ledger_sync import SyncSummary
+
 API_K8S_TIMEOUT_S = 10.0
 
+LedgerSync = Callable[[], "SyncSummary"]
+GovernorStep = Callable[["Snapshot | None"], "GovernorSummary"]
 
-def retrying(session: Any, service: str) -> Any:
+
+@dataclass(frozen=True)
+class Reconcile:
+    """What one reconcile pass runs; ``ledger_sync`` and ``governor`` are None when not configured."""
+
+    labeler: Labeler
+    ledger_sync: LedgerSync | None
+    governor: GovernorStep | None
+
+
+def retrying(session: Session, service: str) -> Any:
     """A client with botocore's ``standard`` retry mode stated explicitly (3 attempts in all)."""
     from botocore.config import Config
 
     return session.client(service, config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
 
 
-def aws_session(region: str | None) -> Any:
+def aws_session(region: str | None) -> Session:
     import boto3
 
     return boto3.session.Session(region_name=region)
 
 
-def kube_api_client(settings: ReconcileSettings | ApiSettings, session: Any) -> Any:
+def kube_api_client(settings: ReconcileSettings | ApiSettings, session: Session) -> ApiClient:
     if settings.kubeconfig:
         return kubeconfig_api_client(settings.kubeconfig)
     assert settings.cluster_name is not None  # enforced by the settings model
@@ -36,7 +67,9 @@ def kube_api_client(settings: ReconcileSettings | ApiSettings, session: Any) -> 
     return eks_api_client(endpoint, tokens)
 
 
-def build_labeler(settings: ReconcileSettings, session: Any | None = None, api_client: Any = None) -> Labeler:
+def build_labeler(
+    settings: ReconcileSettings, session: Session | None = None, api_client: ApiClient | None = None
+) -> Labeler:
     session = session or aws_session(settings.region)
     api_client = api_client or kube_api_client(settings, session)
     nodes = KubeNodes(KubeHttp(api_client), page_size=settings.page_size)
@@ -47,7 +80,7 @@ def build_labeler(settings: ReconcileSettings, session: Any | None = None, api_c
     return Labeler(nodes, ec2, store, patch_concurrency=settings.patch_concurrency)
 
 
-def build_api_service(settings: ApiSettings | None = None, session: Any | None = None) -> Any:
+def build_api_service(settings: ApiSettings | None = None, session: Session | None = None) -> ApiService:
     """The API's service: policy (validated at cold start), snapshot, ledger, jobs."""
     from topogov.adapters.kube_jobs import KubeJobs
     from topogov.adapters.ledger import DynamoLedger
@@ -88,8 +121,11 @@ def build_api_service(settings: ApiSettings | None = None, session: Any | None =
 
 
 def build_ledger_sync(
-    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None, policy: Any = None
-) -> Any | None:
+    settings: ReconcileSettings,
+    session: Session | None = None,
+    api_client: ApiClient | None = None,
+    policy: Policy | None = None,
+) -> LedgerSync | None:
     """The reconcile pass's second step, when the ledger is configured: a callable -> SyncSummary."""
     if not (settings.policy_file and settings.ledger_table and settings.counters_table):
         return None
@@ -99,15 +135,18 @@ def build_ledger_sync(
     from topogov.logic.ledger_sync import sync_ledger
 
     session = session or aws_session(settings.region)
-    policy = policy or load_policy_file(settings.policy_file)
+    loaded = policy or load_policy_file(settings.policy_file)
     ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
     jobs = KubeJobs(KubeHttp(api_client or kube_api_client(settings, session), max_attempts=3))
-    return lambda: sync_ledger(policy, ledger, jobs, stale_after_s=settings.stale_reservation_s)
+    return lambda: sync_ledger(loaded, ledger, jobs, stale_after_s=settings.stale_reservation_s)
 
 
 def build_governor(
-    settings: ReconcileSettings, session: Any | None = None, api_client: Any = None, policy: Any = None
-) -> Any | None:
+    settings: ReconcileSettings,
+    session: Session | None = None,
+    api_client: ApiClient | None = None,
+    policy: Policy | None = None,
+) -> GovernorStep | None:
     """The reconcile pass's Kueue step: a callable(snapshot) -> GovernorSummary; None when off."""
     if not (settings.governor and settings.policy_file):
         return None
@@ -116,7 +155,7 @@ def build_governor(
     from topogov.logic.governor import Governor
     from topogov.observability import logger
 
-    policy = policy or load_policy_file(settings.policy_file)
+    loaded = policy or load_policy_file(settings.policy_file)
     http = KubeHttp(
         api_client or kube_api_client(settings, session or aws_session(settings.region)), max_attempts=3
     )
@@ -126,10 +165,10 @@ def build_governor(
         cohort=settings.cohort,
         log=logger,
     )
-    return lambda snapshot: governor.run(policy, snapshot, http.counters)
+    return lambda snapshot: governor.run(loaded, snapshot, http.counters)
 
 
-def build_reconcile(settings: ReconcileSettings, session: Any | None = None) -> tuple[Labeler, Any, Any]:
+def build_reconcile(settings: ReconcileSettings, session: Session | None = None) -> Reconcile:
     """Everything one reconcile pass runs, sharing one AWS session and one Kubernetes client."""
     session = session or aws_session(settings.region)
     api_client = kube_api_client(settings, session)
@@ -141,22 +180,51 @@ def build_reconcile(settings: ReconcileSettings, session: Any | None = None) -> 
     labeler = build_labeler(settings, session, api_client)
     if policy is not None:
         labeler.team_of = {t.namespace: name for name, t in policy.teams.items()}
-    return (
-        labeler,
-        build_ledger_sync(settings, session, api_client, policy),
-        build_governor(settings, session, api_client, policy),
+    return Reconcile(
+        labeler=labeler,
+        ledger_sync=build_ledger_sync(settings, session, api_client, policy),
+        governor=build_governor(settings, session, api_client, policy),
     )
 
 
 class LazyJobs:
-    """The Kubernetes side of the API, connected on first use: a dry run, a team view or a refusal
-    never pays the kubernetes client's import (~0.6 s) or the EKS token."""
+    """The Kubernetes side of the API (:class:`~topogov.logic.api_service.JobsPort`), connected on
+    first use: a dry run, a team view or a refusal never pays the kubernetes client's import
+    (~0.6 s) or the EKS token."""
 
-    def __init__(self, factory: Any) -> None:
+    def __init__(self, factory: Callable[[], JobsPort]) -> None:
         self._factory = factory
-        self._jobs: Any = None
+        self._jobs: JobsPort | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    @property
+    def connected(self) -> JobsPort:
         if self._jobs is None:
             self._jobs = self._factory()
-        return getattr(self._jobs, name)
+        return self._jobs
+
+    def create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+        return self.connected.create(namespace, manifest)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.connected.get(namespace, name)
+
+    def delete(self, namespace: str, name: str) -> bool:
+        return self.connected.delete(namespace, name)
+
+    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+        return self.connected.workload_for(namespace, job_uid)
+
+    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+        return self.connected.workloads(namespace)
+
+    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+        return self.connected.list_jobs(namespace)
+
+    def pods_of(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+        return self.connected.pods_of(namespace, job_uid)
+
+    def kueue_pods(self, namespace: str) -> list[dict[str, Any]]:
+        return self.connected.kueue_pods(namespace)
+
+    def admitted_usage(self, namespace: str) -> Resources:
+        return self.connected.admitted_usage(namespace)

@@ -206,7 +206,7 @@ def test_two_reconcile_passes_at_once_release_each_charge_once_and_converge(stac
     barrier = threading.Barrier(2)
 
     def run(bundle):
-        labeler, sync, governor = bundle
+        labeler, sync, governor = bundle.labeler, bundle.ledger_sync, bundle.governor
         barrier.wait()
         summary = labeler.run(PassOptions())
         gov_summary = governor(labeler.last_snapshot)
@@ -273,7 +273,7 @@ def test_a_cancel_landing_while_the_job_is_created_wins_and_no_job_runs_uncharge
 
 def test_a_reconcile_pass_confirming_first_does_not_fail_the_submission(stack, report):
     gov = governance(stack)
-    sync = _bundle()[1]
+    sync = _bundle().ledger_sync
     racing = _with_jobs(gov, Interleaved(gov.jobs, after=lambda name: sync()))
     out = racing.submit(request("pass-first", gpus=2), caller=TEAM_C, dry_run=False)
     assert out.created

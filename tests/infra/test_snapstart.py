@@ -102,7 +102,7 @@ def test_the_handler_module_registers_the_hooks():
     from topogov.handlers import api, snapstart
 
     assert api.handler is not None
-    assert (snapstart.prime, (), {}) in hooks.get_before_snapshot()
+    assert (snapstart.prime, (api.app, api.set_service), {}) in hooks.get_before_snapshot()
     assert (snapstart.refresh, (), {}) in hooks.get_after_restore()
 
 

@@ -16,9 +16,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topogov.domain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
 
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
@@ -101,7 +104,7 @@ class EksTokenSource:
             return self._token
 
 
-def eks_api_client(endpoint: ClusterEndpoint, tokens: EksTokenSource) -> Any:
+def eks_api_client(endpoint: ClusterEndpoint, tokens: EksTokenSource) -> ApiClient:
     """A ``kubernetes.client.ApiClient`` for EKS whose token refreshes before every request."""
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration
@@ -124,7 +127,7 @@ def eks_api_client(endpoint: ClusterEndpoint, tokens: EksTokenSource) -> Any:
     return ApiClient(configuration=cfg)
 
 
-def kubeconfig_api_client(path: str | None = None, context: str | None = None) -> Any:
+def kubeconfig_api_client(path: str | None = None, context: str | None = None) -> ApiClient:
     """A ``kubernetes.client.ApiClient`` from a kubeconfig (the local stack, or any real cluster)."""
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration

@@ -7,7 +7,7 @@ one mapping of domain exceptions to HTTP. Heavy clients (boto3, kubernetes) load
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from pydantic import BaseModel
 
 from topogov.domain.errors import (
     Conflict,
@@ -31,8 +32,14 @@ from topogov.domain.errors import (
     ValidationFailed,
 )
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse
+from topogov.handlers import snapstart
 from topogov.handlers.models import ErrorResponse
 from topogov.observability import logger, metrics, traced
+
+if TYPE_CHECKING:
+    from topogov.logic.api_service import ApiService
+
+M = TypeVar("M", bound=BaseModel)
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_BODY_DEPTH = 24  # a Job manifest nests ~15 levels (affinity terms); the ledger adds one
@@ -58,10 +65,10 @@ def _json_body(text: str) -> Any:
 
 
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_json_body)
-_service: Any = None
+_service: ApiService | None = None
 
 
-def service() -> Any:
+def service() -> ApiService:
     """The API's use cases (:class:`topogov.logic.api_service.ApiService`), built on first use and kept
     while the container is warm."""
     global _service
@@ -72,7 +79,7 @@ def service() -> Any:
     return _service
 
 
-def set_service(svc: Any) -> None:
+def set_service(svc: ApiService) -> None:
     """Wire a service explicitly (the local stack runs several stacks in one process in tests)."""
     global _service
     _service = svc
@@ -86,7 +93,7 @@ def caller() -> str:
     return arn
 
 
-def error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> Response:
+def error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> Response[str]:
     body = {"error": {"code": code, "message": message, "details": details or {}}}
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
@@ -114,7 +121,7 @@ def http_status(exc: Refusal) -> int:
 
 
 @app.exception_handler(Refusal)
-def _api_error(exc: Refusal) -> Response:
+def _api_error(exc: Refusal) -> Response[str]:
     status = http_status(exc)
     metrics_code(exc.code, status)
     logger.info("refused", extra={"code": exc.code, "status": status, "reason": exc.message})
@@ -122,7 +129,7 @@ def _api_error(exc: Refusal) -> Response:
 
 
 @app.exception_handler(RequestValidationError)
-def _invalid(exc: RequestValidationError) -> Response:
+def _invalid(exc: RequestValidationError) -> Response[str]:
     from topogov.domain.submission import problems_from
 
     problems = problems_from(list(exc.errors()))
@@ -132,14 +139,14 @@ def _invalid(exc: RequestValidationError) -> Response:
 
 
 @app.exception_handler(UnicodeDecodeError)
-def _not_utf8(exc: UnicodeDecodeError) -> Response:
+def _not_utf8(exc: UnicodeDecodeError) -> Response[str]:
     """A (base64-encoded) body that is not UTF-8 text: the resolver fails decoding it for JSON."""
     metrics_code("VALIDATION_ERROR", 400)
     return error(400, "VALIDATION_ERROR", "body: not UTF-8 text", {"field": "body"})
 
 
 @app.exception_handler(RequestUnsupportedContentType)
-def _unsupported_media_type(exc: Exception | None) -> Response:
+def _unsupported_media_type(exc: Exception | None) -> Response[str]:
     metrics_code("VALIDATION_ERROR", 415)
     return error(
         415, "VALIDATION_ERROR", "body: Content-Type must be application/json", {"field": "Content-Type"}
@@ -147,7 +154,7 @@ def _unsupported_media_type(exc: Exception | None) -> Response:
 
 
 @app.not_found
-def _no_route(exc: Exception) -> Response:
+def _no_route(exc: Exception) -> Response[str]:
     """No route matches (an unknown path or method, or a path parameter with characters the router's
     patterns refuse, e.g. control characters): 404 in the API's error shape, not Powertools' own body."""
     event = app.current_event
@@ -185,10 +192,12 @@ def parse_submission(body: Any) -> JobRequest | ManifestRequest:
     if _depth(body) > MAX_BODY_DEPTH:
         # The request is kept in the ledger (DynamoDB nests at most 32 levels) and echoed in answers.
         raise ValidationFailed("body", f"nested deeper than {MAX_BODY_DEPTH} levels")
-    return validated(ManifestRequest if "manifest" in body else JobRequest, body)
+    if "manifest" in body:
+        return validated(ManifestRequest, body)
+    return validated(JobRequest, body)
 
 
-def validated(model: Any, body: Any) -> Any:
+def validated(model: type[M], body: Any) -> M:
     """``body`` as ``model``, strictly; a 400 naming the first wrong field (and listing them all)."""
     from pydantic import ValidationError
 
@@ -218,7 +227,7 @@ def validated(model: Any, body: Any) -> Any:
 def submit(
     body: Annotated[dict[str, Any], Body(description="JobRequest or ManifestRequest (see components)")],
     dryRun: Annotated[bool, Query(description="decide and explain, create nothing")] = False,
-):
+) -> Response[Any]:
     request = parse_submission(body)
     key = app.current_event.headers.get("Idempotency-Key") or app.current_event.headers.get("idempotency-key")
     if key is not None and not 1 <= len(key) <= 255:
@@ -272,14 +281,14 @@ def get_team(team: Annotated[str, Path(max_length=63)]) -> dict[str, Any]:
 def topology(
     format: Annotated[str, Query(pattern="^(json|mermaid)$")] = "json",
     view: Annotated[str, Query(pattern="^(tree|capacity)$")] = "tree",
-):
+) -> Response[Any]:
     caller()
     if view == "capacity":
         return Response(
             status_code=200, content_type="application/json", body=json.dumps(service().capacity())
         )
     doc = service().topology(format)
-    if format == "mermaid":
+    if isinstance(doc, str):  # format=mermaid
         return Response(status_code=200, content_type="text/plain", body=doc)
     return Response(status_code=200, content_type="application/json", body=json.dumps(doc))
 
@@ -305,7 +314,7 @@ def whatif(body: Annotated[dict[str, Any], Body(description="WhatIfRequest")]) -
 
 
 @app.get("/v1/openapi.json", summary="This document")
-def openapi():
+def openapi() -> Response[Any]:
     return Response(status_code=200, content_type="application/json", body=openapi_document())
 
 
@@ -388,4 +397,4 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 # SnapStart's hooks are run only when a module the handler imports registered them.
-from topogov.handlers import snapstart as _snapstart  # noqa: E402, F401
+snapstart.register(app, set_service)

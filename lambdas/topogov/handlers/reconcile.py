@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
@@ -18,22 +18,28 @@ from topogov.logic.labeler import Labeler, PassOptions, PassSummary
 from topogov.observability import logger, metrics, traced
 from topogov.settings import ReconcileSettings
 
-_built: tuple[ReconcileSettings, Labeler, Any, Any] | None = None
+if TYPE_CHECKING:
+    from topogov.adapters.lease import DynamoLease, Held
+    from topogov.bootstrap import Reconcile
+    from topogov.logic.governor import GovernorSummary
+    from topogov.logic.ledger_sync import SyncSummary
+
+_built: tuple[ReconcileSettings, Reconcile] | None = None
 
 
-def built(cfg: ReconcileSettings) -> tuple[ReconcileSettings, Labeler, Any, Any]:
+def built(cfg: ReconcileSettings) -> Reconcile:
     """Built on first use and reused while the container stays warm (EKS endpoint, token, pools);
     rebuilt only if the configuration changed (never in Lambda; the local stack and tests)."""
     global _built
     if _built is None or _built[0] != cfg:
         from topogov.bootstrap import build_reconcile
 
-        _built = (cfg, *build_reconcile(cfg))
-    return _built
+        _built = (cfg, build_reconcile(cfg))
+    return _built[1]
 
 
 def labeler(cfg: ReconcileSettings) -> Labeler:
-    return built(cfg)[1]
+    return built(cfg).labeler
 
 
 def options_for(event: dict[str, Any], remaining_s: float, cfg: ReconcileSettings) -> PassOptions | None:
@@ -82,7 +88,7 @@ def publish(summary: PassSummary) -> None:
     logger.info("reconcile pass", extra={"summary": summary.to_json()})
 
 
-def publish_governor(gov: Any) -> dict[str, Any]:
+def publish_governor(gov: GovernorSummary) -> dict[str, Any]:
     """The governor's part of a pass as metrics (and its policy warnings as a log line)."""
     from topogov.logic.governor import Action  # loaded with the governor, not at cold start
 
@@ -103,7 +109,7 @@ def publish_governor(gov: Any) -> dict[str, Any]:
     return gov.to_json()
 
 
-def publish_ledger(ledger: Any) -> dict[str, Any]:
+def publish_ledger(ledger: SyncSummary) -> dict[str, Any]:
     """The ledger sync's part of a pass as metrics (per-team in-flight GPUs for the dashboard)."""
     released = ledger.released_finished + ledger.released_vanished + ledger.released_abandoned
     for name, value in (
@@ -161,7 +167,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 LEASE_SLACK_S = 5.0
 
 
-def lease_for(cfg: ReconcileSettings) -> Any:
+def lease_for(cfg: ReconcileSettings) -> DynamoLease | None:
     """The lease of one pass at a time (adapters/lease.py) in the counters table, when configured."""
     global _lease
     if not cfg.counters_table:
@@ -174,10 +180,10 @@ def lease_for(cfg: ReconcileSettings) -> Any:
     return _lease[1]
 
 
-_lease: tuple[ReconcileSettings, Any] | None = None
+_lease: tuple[ReconcileSettings, DynamoLease] | None = None
 
 
-def skipped(lease: Any, options: PassOptions) -> dict[str, Any]:
+def skipped(lease: DynamoLease, options: PassOptions) -> dict[str, Any]:
     """Another pass holds the lease: leave this event's instances to it, and stop."""
     deferred = sorted(options.targeted_instance_ids or ())
     lease.defer(deferred)
@@ -187,7 +193,9 @@ def skipped(lease: Any, options: PassOptions) -> dict[str, Any]:
     return {"skipped_pass": "another pass holds the lease", "deferred": deferred}
 
 
-def run_under_lease(cfg: ReconcileSettings, options: PassOptions, lease: Any, held: Any) -> dict[str, Any]:
+def run_under_lease(
+    cfg: ReconcileSettings, options: PassOptions, lease: DynamoLease, held: Held
+) -> dict[str, Any]:
     """This pass, then the instances deferred to it, until none is left or the time is up."""
     pending = held.pending
     if pending and options.targeted_instance_ids is not None:
@@ -212,7 +220,8 @@ def run_under_lease(cfg: ReconcileSettings, options: PassOptions, lease: Any, he
 
 
 def run_pass(cfg: ReconcileSettings, options: PassOptions) -> dict[str, Any]:
-    _, lab, sync, governor = built(cfg)
+    wired = built(cfg)
+    lab, sync, governor = wired.labeler, wired.ledger_sync, wired.governor
     summary = lab.run(options)
     publish(summary)
     result = summary.to_json()

@@ -4,8 +4,9 @@ Lambda initialises a SnapStart function once per published version, runs the hoo
 before the snapshot, and starts every later cold start by restoring that snapshot and running the
 after-restore hooks (Lambda Developer Guide, snapstart-runtime-hooks-python.html). The registry is
 ``snapshot_restore_py``, which Lambda's Python runtime ships (it is never in the layer: a copy there
-would shadow the runtime's); this module is imported by ``topogov.handlers.api``, as the runtime
-only runs hooks registered by modules the handler imports.
+would shadow the runtime's); ``topogov.handlers.api`` calls :func:`register` with its resolver and
+its service setter, as the runtime only runs hooks registered by modules the handler imports (and so
+this module never imports the handler's).
 
 :func:`prime` (before the snapshot) builds the service the first request uses - the policy loaded
 and validated, the S3 and DynamoDB clients with their service models - imports what a dry run and a
@@ -25,7 +26,13 @@ import datetime as dt
 import importlib
 import json
 import random
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    from topogov.logic.api_service import ApiService
 
 # Imported on first use by a dry run or a submission (``topogov bench coldstart`` lists what the
 # first request still imports after priming).
@@ -125,20 +132,19 @@ def _resolver_event() -> dict[str, Any]:
     }
 
 
-def prime() -> None:
+def prime(app: APIGatewayRestResolver, set_service: Callable[[ApiService], None]) -> None:
     """Before the snapshot: everything the first request would do that needs no network."""
     from topogov.bootstrap import build_api_service
-    from topogov.handlers import api
     from topogov.observability import get_tracer
     from topogov.settings import ApiSettings
 
     settings = ApiSettings.from_env()
-    api.set_service(build_api_service(settings, deferred_session(settings.region)))
+    set_service(build_api_service(settings, deferred_session(settings.region)))
     for name in FIRST_REQUEST:
         importlib.import_module(name)
     get_tracer()  # the X-Ray SDK (imported and its patches applied on the Tracer's creation)
     context: Any = None  # the resolver keeps it for the handler's use; the openapi route reads none
-    answer = api.app.resolve(_resolver_event(), context)
+    answer = app.resolve(_resolver_event(), context)
     if answer["statusCode"] != 200:  # the hook failing fails the publish, not a request later
         raise RuntimeError(f"SnapStart priming: GET /v1/openapi.json answered {answer['statusCode']}")
     json.loads(answer["body"])
@@ -149,13 +155,15 @@ def refresh() -> None:
     random.seed()  # from os.urandom, which the restored kernel re-seeds
 
 
-try:
-    from snapshot_restore_py import (  # type: ignore[import-untyped]  # no py.typed
-        register_after_restore,
-        register_before_snapshot,
-    )
-except ImportError:  # not Lambda's Python runtime (3.12+ ships it) nor a dev install: no snapshot
-    pass
-else:
-    register_before_snapshot(prime)
+def register(app: APIGatewayRestResolver, set_service: Callable[[ApiService], None]) -> None:
+    """Register the hooks with Lambda's runtime; outside it (no ``snapshot_restore_py``: not Lambda's
+    Python runtime, which ships it from 3.12, nor a dev install) there is no snapshot to prepare."""
+    try:
+        from snapshot_restore_py import (  # type: ignore[import-untyped]  # no py.typed
+            register_after_restore,
+            register_before_snapshot,
+        )
+    except ImportError:
+        return
+    register_before_snapshot(prime, app, set_service)
     register_after_restore(refresh)

@@ -23,10 +23,10 @@ LOCAL_ACCOUNT = "123456789012"
 SERVICE = "execute-api"
 ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024  # API Gateway's REST API payload quota
-_DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this size is read and discarded (keep-alive)
+DRAIN_LIMIT = 64 * 1024 * 1024  # an oversized body up to this size is read and discarded (keep-alive)
 _AMZ_DATE = "%Y%m%dT%H%M%SZ"
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_HOP_BY_HOP = frozenset(
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"}
 )
 

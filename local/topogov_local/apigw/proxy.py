@@ -11,24 +11,24 @@ import json
 import secrets
 from typing import Any
 
-from topogov_local.apigw.auth import _HOP_BY_HOP, _MONTHS
+from topogov_local.apigw.auth import HOP_BY_HOP, MONTHS
 
 
 # -- the proxy event and response -------------------------------------------------------------------------
-def _request_time(when: dt.datetime) -> str:
+def request_time(when: dt.datetime) -> str:
     """CLF time as API Gateway writes it, e.g. ``30/Nov/2026:01:23:45 +0000`` (locale-independent)."""
-    return f"{when.day:02d}/{_MONTHS[when.month - 1]}/{when.year}:{when:%H:%M:%S} +0000"
+    return f"{when.day:02d}/{MONTHS[when.month - 1]}/{when.year}:{when:%H:%M:%S} +0000"
 
 
-def _extended_request_id() -> str:
+def new_extended_request_id() -> str:
     return base64.b64encode(secrets.token_bytes(10)).decode()  # 16 chars, like "Kx9bXFjvIAMEY0A="
 
 
-def _trace_id(when: dt.datetime) -> str:
+def new_trace_id(when: dt.datetime) -> str:
     return f"Root=1-{int(when.timestamp()):08x}-{secrets.token_hex(12)}"
 
 
-def _multi(pairs: list[tuple[str, str]]) -> tuple[dict[str, str] | None, dict[str, list[str]] | None]:
+def header_maps(pairs: list[tuple[str, str]]) -> tuple[dict[str, str] | None, dict[str, list[str]] | None]:
     """(single-value map with the last value winning, multi-value map); ``None``s when empty."""
     if not pairs:
         return None, None
@@ -38,7 +38,7 @@ def _multi(pairs: list[tuple[str, str]]) -> tuple[dict[str, str] | None, dict[st
     return {name: values[-1] for name, values in multi.items()}, multi
 
 
-def _marshal(result: Any) -> Any:
+def marshal(result: Any) -> Any:
     """The handler's return value as the Lambda runtime hands it back: JSON-serialised (Decimals as
     numbers), so a value Lambda could not return fails here too."""
 
@@ -50,7 +50,7 @@ def _marshal(result: Any) -> Any:
     return json.loads(json.dumps(result, default=default))
 
 
-def _proxy_response(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+def proxy_response(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     """A Lambda proxy response -> (status, headers, body); ``ValueError`` when it is malformed (API
     Gateway answers 502 then)."""
     if not isinstance(result, dict):
@@ -83,7 +83,7 @@ def _proxy_response(result: Any) -> tuple[int, list[tuple[str, str]], bytes]:
         elif text not in merged[existing]:
             merged[existing].append(text)
     headers = [
-        (n, v) for n, vs in merged.items() if n.lower() not in _HOP_BY_HOP | {"content-length"} for v in vs
+        (n, v) for n, vs in merged.items() if n.lower() not in HOP_BY_HOP | {"content-length"} for v in vs
     ]
     raw = result.get("body")
     if raw is None:
@@ -106,5 +106,5 @@ def _header_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _json_message(message: str) -> bytes:
+def json_message(message: str) -> bytes:
     return json.dumps({"message": message}, separators=(",", ":")).encode()

@@ -19,8 +19,8 @@ from typing import Any
 from urllib.parse import unquote, unquote_plus
 
 from topogov_local.apigw.auth import (
-    _DRAIN_LIMIT,
-    _HOP_BY_HOP,
+    DRAIN_LIMIT,
+    HOP_BY_HOP,
     INTERNAL_SERVER_ERROR,
     LOCAL_ACCOUNT,
     MAX_PAYLOAD_BYTES,
@@ -31,13 +31,13 @@ from topogov_local.apigw.auth import (
     authenticate,
 )
 from topogov_local.apigw.proxy import (
-    _extended_request_id,
-    _json_message,
-    _marshal,
-    _multi,
-    _proxy_response,
-    _request_time,
-    _trace_id,
+    header_maps,
+    json_message,
+    marshal,
+    new_extended_request_id,
+    new_trace_id,
+    proxy_response,
+    request_time,
 )
 from topogov_local.lambda_context import LocalContext
 
@@ -208,7 +208,7 @@ class LocalApiGateway:
         path = unquote(raw_path) or "/"
         resource, path_parameters = self.resource_of(path) or ("/", None)
 
-        pairs = [(n, v) for n, v in header_pairs if n.lower() not in _HOP_BY_HOP]
+        pairs = [(n, v) for n, v in header_pairs if n.lower() not in HOP_BY_HOP]
         forwarded_for = next((v for n, v in pairs if n.lower() == "x-forwarded-for"), None)
         pairs = [(n, v) for n, v in pairs if n.lower() not in ("x-forwarded-for", "x-amzn-trace-id")]
         pairs += [
@@ -221,12 +221,12 @@ class LocalApiGateway:
         spelling: dict[str, str] = {}
         for name, _ in pairs:
             spelling.setdefault(name.lower(), name)
-        headers, multi_headers = _multi([(spelling[n.lower()], v) for n, v in pairs])
+        headers, multi_headers = header_maps([(spelling[n.lower()], v) for n, v in pairs])
         query = [
             (unquote_plus(n), unquote_plus(v))
             for n, _, v in (p.partition("=") for p in raw_query.split("&") if p)
         ]
-        query_single, query_multi = _multi(query)
+        query_single, query_multi = header_maps(query)
 
         if not body:
             event_body, is_base64 = None, False
@@ -253,7 +253,7 @@ class LocalApiGateway:
                 "resourcePath": resource,
                 "httpMethod": method,
                 "extendedRequestId": extended_request_id,
-                "requestTime": _request_time(received),
+                "requestTime": request_time(received),
                 "path": f"/{self.stage}{raw_path}",
                 "accountId": self.account_id,
                 "protocol": "HTTP/1.1",
@@ -346,7 +346,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise GatewayError(400, "Bad Request") from None
         if length > MAX_PAYLOAD_BYTES:
-            if length > _DRAIN_LIMIT:
+            if length > DRAIN_LIMIT:
                 raise _BodyTooLarge(drained=False)
             remaining = length
             while remaining:
@@ -374,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
                     pass  # trailers
                 break
             total += size
-            if total > _DRAIN_LIMIT:
+            if total > DRAIN_LIMIT:
                 raise _BodyTooLarge(drained=False)
             data = self.rfile.read(size)
             self.rfile.readline(8)  # CRLF after the chunk
@@ -400,13 +400,13 @@ class _Handler(BaseHTTPRequestHandler):
         headers = [("Content-Type", "application/json"), *ids]
         if error.error_type:
             headers.append(("x-amzn-ErrorType", error.error_type))
-        self._send(error.status, headers, _json_message(error.message), close=close)
+        self._send(error.status, headers, json_message(error.message), close=close)
 
     def _dispatch(self) -> None:
         gateway = self.server.gateway
         received = dt.datetime.now(dt.UTC)
         request_id = str(uuid.uuid4())
-        extended_request_id = _extended_request_id()
+        extended_request_id = new_extended_request_id()
         ids = [("x-amzn-RequestId", request_id), ("x-amz-apigw-id", extended_request_id)]
         try:
             body = self._read_body()
@@ -443,7 +443,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(exc, ids)
             return
 
-        trace_id = _trace_id(received)
+        trace_id = new_trace_id(received)
         event = gateway.build_event(
             method=method,
             raw_path=raw_path,
@@ -460,7 +460,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             with gateway.environment_lock:
                 result = gateway.handler(event, gateway.context_factory())
-            status, headers, payload = _proxy_response(_marshal(result))
+            status, headers, payload = proxy_response(marshal(result))
         except Exception:
             print(
                 f"topogov local API gateway: {method} {raw_path} (request {request_id}) failed:",

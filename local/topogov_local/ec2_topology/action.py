@@ -13,12 +13,12 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from topogov_local.ec2_topology.facts import (
-    _INSTANCE_ID_RE,
     CONTROL_PREFIX,
     DEFAULT_ACCOUNT_ID,
     EC2_NS,
     FILTER_NAMES,
     FOUR_LAYER_TYPES,
+    INSTANCE_ID_RE,
     MAX_GROUP_NAMES,
     MAX_IDS,
     MAX_RESULTS_MAX,
@@ -27,17 +27,17 @@ from topogov_local.ec2_topology.facts import (
     SUPPORTED_REGIONS,
 )
 from topogov_local.ec2_topology.state import (
-    _COUNTS,
-    _LOCK,
-    _REGIONS,
-    _Assignment,
-    _Config,
-    _config,
-    _region_state,
-    _RegionState,
+    COUNTS,
+    LOCK,
+    REGIONS,
+    Assignment,
+    Config,
+    RegionState,
     configure,
+    current_config,
     get_config,
     get_placements,
+    region_state,
     reset,
     set_placement,
 )
@@ -54,13 +54,13 @@ def is_installed() -> bool:
 def install() -> None:
     """Register DescribeInstanceTopology on moto's EC2 responses (idempotent)."""
     global _INSTALLED
-    with _LOCK:
+    with LOCK:
         if _INSTALLED:
             return
         from moto.ec2.models.instances import Instance
         from moto.ec2.responses import EC2Response
 
-        _config()  # read the environment once, now
+        current_config()  # read the environment once, now
         EC2Response.describe_instance_topology = _describe_instance_topology  # type: ignore[attr-defined]
 
         # moto does not record Placement.GroupName of RunInstances; keep it for GroupName.N.
@@ -193,7 +193,7 @@ class _Query:
     after: int
 
 
-def _parse_query(response: Any, cfg: _Config) -> _Query:
+def _parse_query(response: Any, cfg: Config) -> _Query:
     instance_ids = [str(i) for i in _as_list(response._get_param("InstanceIds"))]
     group_names = [str(g) for g in _as_list(response._get_param("GroupNames"))]
     max_results = response._get_param("MaxResults")
@@ -230,7 +230,7 @@ def _parse_query(response: Any, cfg: _Config) -> _Query:
     after = _decode_token(str(token)) if token else -1
     if cfg.unknown_ids == "error":
         for instance_id in instance_ids:
-            if not _INSTANCE_ID_RE.match(instance_id):
+            if not INSTANCE_ID_RE.match(instance_id):
                 raise _ApiError("InvalidInstanceID.Malformed", f'Invalid id: "{instance_id}"')
     return _Query(
         instance_ids=instance_ids,
@@ -259,13 +259,13 @@ def _note_restart(instance: Any) -> None:
     """Called from moto's Instance.start: queue the instance to be packed again, in start order."""
     backend = getattr(instance, "ec2_backend", None)
     key = (getattr(backend, "account_id", None), getattr(backend, "region_name", None))
-    with _LOCK:
-        state = _REGIONS.get(key)  # type: ignore[arg-type]
+    with LOCK:
+        state = REGIONS.get(key)  # type: ignore[arg-type]
         if state is not None:
             state.restarted.append(instance)
 
 
-def _ensure_assigned(state: _RegionState, instance: Any, cfg: _Config) -> None:
+def _ensure_assigned(state: RegionState, instance: Any, cfg: Config) -> None:
     """Pack a running supported instance that has no current (same boot) assignment."""
     itype = instance.instance_type
     if itype not in SUPPORTED_INSTANCE_TYPES or instance._state.name != "running":
@@ -278,10 +278,10 @@ def _ensure_assigned(state: _RegionState, instance: Any, cfg: _Config) -> None:
         return
     depth = 4 if itype in FOUR_LAYER_TYPES else 3
     tree = state.tree_for(instance.placement.zone or "", depth, cfg)
-    state.assignments[instance.id] = _Assignment(boot, tree.allocate())
+    state.assignments[instance.id] = Assignment(boot, tree.allocate())
 
 
-def _refresh(state: _RegionState, backend: Any, cfg: _Config) -> None:
+def _refresh(state: RegionState, backend: Any, cfg: Config) -> None:
     """Catch up with moto: index instances launched since the last request (launch order) and
     pack them; re-pack instances started again. Costs O(reservations + new instances)."""
     reservations = backend.reservations
@@ -341,22 +341,22 @@ def _render(items: list[tuple[Any, list[str], str]], next_token: str | None) -> 
 def _describe(response: Any) -> tuple[str, dict[str, Any]]:
     account = response.current_account
     region = response.region
-    with _LOCK:
-        cfg = _config()
+    with LOCK:
+        cfg = current_config()
         if cfg.enforce_regions and region not in SUPPORTED_REGIONS:
             raise _ApiError(
                 "UnsupportedOperation", "The functionality you requested is not available in this region."
             )
-        state = _region_state(account, region)
-        _COUNTS["calls"] += 1
+        state = region_state(account, region)
+        COUNTS["calls"] += 1
         if not state.bucket.try_take():
-            _COUNTS["throttled"] += 1
+            COUNTS["throttled"] += 1
             raise _ApiError("RequestLimitExceeded", "Request limit exceeded.", 503)
     if response._get_param("DryRun", False):
         raise _ApiError("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
     query = _parse_query(response, cfg)
     backend = response.ec2_backend
-    with _LOCK:
+    with LOCK:
         _refresh(state, backend, cfg)
         index, ordered = state.index, state.ordered
         if query.instance_ids:
@@ -428,9 +428,9 @@ def answers_of(account: str, region: str) -> dict[str, Any]:
 
     backend = ec2_backends[account][region]
     out: dict[str, Any] = {}
-    with _LOCK:
-        cfg = _config()
-        state = _region_state(account, region)
+    with LOCK:
+        cfg = current_config()
+        state = region_state(account, region)
         _refresh(state, backend, cfg)
         zone_ids = state.zone_ids or {}
         for instance in state.ordered:

@@ -55,7 +55,7 @@ MAX_RESULTS_MIN = 1
 MAX_RESULTS_MAX = 100
 DEFAULT_MAX_RESULTS = 20
 FILTER_NAMES = ("availability-zone", "instance-type", "zone-id")
-_INSTANCE_ID_RE = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+INSTANCE_ID_RE = re.compile(r"^i-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
 
 ENV_RATE = "TOPOGOV_EC2_TOPOLOGY_RATE"
 ENV_BURST = "TOPOGOV_EC2_TOPOLOGY_BURST"

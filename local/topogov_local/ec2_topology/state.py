@@ -80,7 +80,7 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 @dataclass(slots=True)
-class _Config:
+class Config:
     rate: float = 1.0
     burst: float = 1.0
     default_max_results: int = DEFAULT_MAX_RESULTS
@@ -91,7 +91,7 @@ class _Config:
     az_layouts: dict[tuple[str, int], Layout] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls) -> _Config:
+    def from_env(cls) -> Config:
         return cls(
             rate=_env_float(ENV_RATE, 1.0),
             burst=_env_float(ENV_BURST, 1.0),
@@ -181,19 +181,19 @@ class _Tree:
 
 
 @dataclass(slots=True)
-class _Assignment:
+class Assignment:
     boot: tuple[int, Any]
     nodes: list[str]
 
 
 @dataclass(slots=True)
-class _RegionState:
+class RegionState:
     account: str
     region: str
     bucket: _TokenBucket
     trees: dict[tuple[str, int], _Tree] = field(default_factory=dict)
     epochs: dict[tuple[str, int], int] = field(default_factory=dict)
-    assignments: dict[str, _Assignment] = field(default_factory=dict)
+    assignments: dict[str, Assignment] = field(default_factory=dict)
     explicit: dict[str, list[str]] = field(default_factory=dict)
     zone_ids: dict[str, str] | None = None
     # Incremental view of moto's reservations (append-only; a new dict means moto was reset):
@@ -203,7 +203,7 @@ class _RegionState:
     ordered: list[Any] = field(default_factory=list)  # instances in launch (discovery) order
     restarted: list[Any] = field(default_factory=list)  # started again since the last request
 
-    def tree_for(self, az: str, depth: int, cfg: _Config) -> _Tree:
+    def tree_for(self, az: str, depth: int, cfg: Config) -> _Tree:
         layout = cfg.layout_for(az, depth)
         key = (az, depth)
         tree = self.trees.get(key)
@@ -226,26 +226,26 @@ class _RegionState:
         self.restarted.clear()
 
 
-_LOCK = threading.RLock()
-_CONFIG: _Config | None = None
-_COUNTS = {"calls": 0, "throttled": 0}  # DescribeInstanceTopology requests answered / throttled
-_REGIONS: dict[tuple[str, str], _RegionState] = {}
+LOCK = threading.RLock()
+_CONFIG: Config | None = None
+COUNTS = {"calls": 0, "throttled": 0}  # DescribeInstanceTopology requests answered / throttled
+REGIONS: dict[tuple[str, str], RegionState] = {}
 
 
-def _config() -> _Config:
+def current_config() -> Config:
     global _CONFIG
     if _CONFIG is None:
-        _CONFIG = _Config.from_env()
+        _CONFIG = Config.from_env()
     return _CONFIG
 
 
-def _region_state(account: str, region: str) -> _RegionState:
+def region_state(account: str, region: str) -> RegionState:
     key = (account, region)
-    state = _REGIONS.get(key)
+    state = REGIONS.get(key)
     if state is None:
-        cfg = _config()
-        state = _RegionState(account, region, _TokenBucket(cfg.rate, cfg.burst))
-        _REGIONS[key] = state
+        cfg = current_config()
+        state = RegionState(account, region, _TokenBucket(cfg.rate, cfg.burst))
+        REGIONS[key] = state
     return state
 
 
@@ -277,8 +277,8 @@ def set_placement(
         if not isinstance(instance_id, str) or not instance_id:
             raise ValueError("instance ids must be non-empty strings")
         staged[instance_id] = None if not nodes else _normalise_nodes(instance_id, list(nodes))
-    with _LOCK:
-        state = _region_state(account_id, region)
+    with LOCK:
+        state = region_state(account_id, region)
         if replace:
             state.explicit.clear()
         for instance_id, nodes in staged.items():
@@ -291,14 +291,14 @@ def set_placement(
 
 def clear_placement(account_id: str, region: str) -> None:
     """Drop every explicit pin of one account and region."""
-    with _LOCK:
-        _region_state(account_id, region).explicit.clear()
+    with LOCK:
+        region_state(account_id, region).explicit.clear()
 
 
 def get_placements(account_id: str, region: str) -> dict[str, Any]:
     """Current explicit pins and automatic assignments of one account and region."""
-    with _LOCK:
-        state = _REGIONS.get((account_id, region))
+    with LOCK:
+        state = REGIONS.get((account_id, region))
         if state is None:
             return {"explicit": {}, "automatic": {}}
         return {
@@ -310,8 +310,8 @@ def get_placements(account_id: str, region: str) -> dict[str, Any]:
 def set_layout(fanout: Iterable[int], per_leaf: int, availability_zone: str | None = None) -> None:
     """Set the tree shape for one AZ (or the default for all AZs) and ``len(fanout)`` layers."""
     layout = Layout(tuple(int(f) for f in fanout), int(per_leaf))
-    with _LOCK:
-        cfg = _config()
+    with LOCK:
+        cfg = current_config()
         if availability_zone:
             cfg.az_layouts[(availability_zone, layout.depth)] = layout
         else:
@@ -357,12 +357,12 @@ def configure(
         raise ValueError("unknown_ids must be 'omit' or 'error'")
     if enforce_regions is not None and not isinstance(enforce_regions, bool):
         raise ValueError("enforce_regions must be a boolean")
-    with _LOCK:
-        cfg = _config()
+    with LOCK:
+        cfg = current_config()
         if rate is not None or burst is not None:
             cfg.rate = float(rate) if rate is not None else cfg.rate
             cfg.burst = float(burst) if burst is not None else cfg.burst
-            for state in _REGIONS.values():
+            for state in REGIONS.values():
                 state.bucket = _TokenBucket(cfg.rate, cfg.burst)
         if default_max_results is not None:
             cfg.default_max_results = default_max_results
@@ -382,14 +382,14 @@ def configure(
 
 def get_config() -> dict[str, Any]:
     """The configuration, and the requests counted since the last reset (``calls``, ``throttled``)."""
-    with _LOCK:
-        return {**_config().to_json(), **_COUNTS}
+    with LOCK:
+        return {**current_config().to_json(), **COUNTS}
 
 
 def reset() -> None:
     """Forget all topology state and re-read the configuration from the environment."""
     global _CONFIG
-    with _LOCK:
-        _REGIONS.clear()
-        _CONFIG = _Config.from_env()
-        _COUNTS.update(calls=0, throttled=0)
+    with LOCK:
+        REGIONS.clear()
+        _CONFIG = Config.from_env()
+        COUNTS.update(calls=0, throttled=0)

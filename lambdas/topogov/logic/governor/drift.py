@@ -27,7 +27,7 @@ def owned(obj: Mapping[str, Any] | None) -> bool:
     return labels.get(MANAGED_BY_LABEL) == MANAGED_BY
 
 
-def _show(value: Any) -> str:
+def shown(value: Any) -> str:
     if value is None:
         return "(absent)"
     text = json.dumps(value, separators=(",", ":"), sort_keys=True)
@@ -44,18 +44,18 @@ def _same_quantity(a: Any, b: Any) -> bool:
 def _compare(want: Any, have: Any, path: str, out: list[str], exact: bool) -> None:
     if isinstance(want, Mapping):
         if not isinstance(have, Mapping):
-            out.append(f"{path}: {_show(have)} -> {_show(want)}")
+            out.append(f"{path}: {shown(have)} -> {shown(want)}")
             return
         for key, value in want.items():
             sub = f"{path}.{key}" if path else key
             _compare(value, have.get(key), sub, out, exact or key == EXACT_UNDER)
         if exact:
             for key in sorted(set(have) - set(want)):
-                out.append(f"{path}.{key}: {_show(have[key])} -> (absent)")
+                out.append(f"{path}.{key}: {shown(have[key])} -> (absent)")
         return
     if isinstance(want, list):
         if not isinstance(have, list) or len(have) != len(want):
-            out.append(f"{path}: {_show(have)} -> {_show(want)}")
+            out.append(f"{path}: {shown(have)} -> {shown(want)}")
             return
         for i, (w, h) in enumerate(zip(want, have, strict=True)):
             label = w["name"] if isinstance(w, Mapping) and isinstance(w.get("name"), str) else i
@@ -65,7 +65,7 @@ def _compare(want: Any, have: Any, path: str, out: list[str], exact: bool) -> No
         return
     if path.rsplit(".", 1)[-1] in QUANTITY_FIELDS and _same_quantity(want, have):
         return
-    out.append(f"{path}: {_show(have)} -> {_show(want)}")
+    out.append(f"{path}: {shown(have)} -> {shown(want)}")
 
 
 def drift(desired: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
@@ -74,7 +74,7 @@ def drift(desired: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     have_labels = (current.get("metadata") or {}).get("labels") or {}
     for key, value in (desired["metadata"].get("labels") or {}).items():
         if have_labels.get(key) != value:
-            out.append(f"metadata.labels.{key}: {_show(have_labels.get(key))} -> {_show(value)}")
+            out.append(f"metadata.labels.{key}: {shown(have_labels.get(key))} -> {shown(value)}")
     for key, value in desired.items():
         if key not in ("apiVersion", "kind", "metadata"):
             _compare(value, current.get(key), key, out, key == EXACT_UNDER)
@@ -116,23 +116,23 @@ def corrected(desired: Mapping[str, Any], current: Mapping[str, Any]) -> dict[st
     return obj
 
 
-def _ref(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
+def object_ref(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
     """(kind, name, namespace): namespace None for cluster-scoped objects, rendered or live."""
     meta = obj["metadata"]
     return obj["kind"], meta["name"], meta.get("namespace")
 
 
-def _cq_namespace(cq: Mapping[str, Any]) -> str | None:
+def cq_namespace(cq: Mapping[str, Any]) -> str | None:
     spec = cq.get("spec") or {}
     return ((spec.get("namespaceSelector") or {}).get("matchLabels") or {}).get(NAMESPACE_NAME_LABEL)
 
 
-def _cq_cohort(cq: Mapping[str, Any]) -> str | None:
+def cq_cohort(cq: Mapping[str, Any]) -> str | None:
     spec = cq.get("spec") or {}
     return spec.get("cohort") or spec.get("cohortName")
 
 
-def _cq_flavors(cq: Mapping[str, Any]) -> set[str]:
+def cq_flavors(cq: Mapping[str, Any]) -> set[str]:
     groups = (cq.get("spec") or {}).get("resourceGroups") or []
     return {f.get("name") for g in groups for f in g.get("flavors") or []}
 

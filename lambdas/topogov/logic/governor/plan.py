@@ -34,8 +34,8 @@ QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit", "
 EXACT_UNDER = "resourceGroups"  # inside it, fields Topogov does not render count as drift
 WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
 DRAIN = "HoldAndDrain"
-_LOG = logging.getLogger("topogov.governor")
-_LOG.addHandler(logging.NullHandler())  # a library's logger: silent unless the caller configures one
+LOG = logging.getLogger("topogov.governor")
+LOG.addHandler(logging.NullHandler())  # a library's logger: silent unless the caller configures one
 RENDERED_ANNOTATION = "topogov.io/rendered"  # hash of what Topogov last wrote: tells hand edits apart
 
 

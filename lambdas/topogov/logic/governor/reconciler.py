@@ -19,25 +19,25 @@ from topogov.domain.policy import Policy
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.logic.governor.drift import (
-    _cq_cohort,
-    _cq_flavors,
-    _cq_namespace,
-    _ref,
-    _show,
     corrected,
+    cq_cohort,
+    cq_flavors,
+    cq_namespace,
     drift,
     edited_by_hand,
     keep_equivalent_topologies,
+    object_ref,
     owned,
+    shown,
     stamped,
     terminating,
     without_flavors,
 )
 from topogov.logic.governor.plan import (
-    _LOG,
     DRAIN,
     KINDS,
     KUEUE_KINDS,
+    LOG,
     OWNED_SELECTOR,
     WORKLOAD_COUNTS,
     Action,
@@ -72,7 +72,7 @@ class Governor:
         self._withheld: set[str] = set()
         # What it did, with the object: warnings for what an operator must look at (a hand edit
         # corrected, an object left alone, a queue stopped, a failed write), info for the rest.
-        self._log = log or _LOG
+        self._log = log or LOG
         self._clock = clock
 
     @property
@@ -102,19 +102,19 @@ class Governor:
         for kind in KINDS:
             version = "v1" if kind == "Namespace" else self.group_version
             for obj in self.objects.list(version, kind):
-                live[_ref(obj)] = obj
+                live[object_ref(obj)] = obj
         desired = keep_equivalent_topologies(self.desired(policy, flavors), live)
         plan.topologies = {
             o["metadata"]["name"]: o["spec"]["topologyName"] for o in desired if o["kind"] == "ResourceFlavor"
         }
-        wanted = {_ref(o) for o in desired}
+        wanted = {object_ref(o) for o in desired}
         recreate, waiting = self._plan_immutable(plan, desired, live)
         if waiting:  # a flavor Kueue is letting go must leave every queue first, or it never goes
             desired = [without_flavors(o, waiting) if o["kind"] == "ClusterQueue" else o for o in desired]
         planned = {(c.kind, c.name, c.namespace) for c in plan.changes}
 
         for obj in desired:
-            kind, name, ns = _ref(obj)
+            kind, name, ns = object_ref(obj)
             current = live.get((kind, name, ns))
             if (kind, name, ns) in planned:
                 continue
@@ -146,7 +146,7 @@ class Governor:
                 )
             else:
                 diff = drift(obj, current)
-                readds = sorted(recreate & _cq_flavors(current)) if kind == "ClusterQueue" else []
+                readds = sorted(recreate & cq_flavors(current)) if kind == "ClusterQueue" else []
                 if diff or readds:
                     hand = edited_by_hand(obj, current)
                     why = "edited by hand" if hand else "the policy or the fleet changed"
@@ -206,9 +206,9 @@ class Governor:
             want = obj["spec"]["topologyName"]
             if have is None or have == want:
                 continue
-            diff = [f"spec.topologyName: {_show(have)} -> {_show(want)}"]
-            users = sorted(q["metadata"]["name"] for q in queues if name in _cq_flavors(q))
-            foreign = sorted(q["metadata"]["name"] for q in queues if name in _cq_flavors(q) and not owned(q))
+            diff = [f"spec.topologyName: {shown(have)} -> {shown(want)}"]
+            users = sorted(q["metadata"]["name"] for q in queues if name in cq_flavors(q))
+            foreign = sorted(q["metadata"]["name"] for q in queues if name in cq_flavors(q) and not owned(q))
             if foreign:
                 why = (
                     f"topologyName is immutable in Kueue, so it must be re-created, but ClusterQueue "
@@ -267,12 +267,12 @@ class Governor:
                         name,
                         None,
                         gv,
-                        [f"spec.stopPolicy: {_show(before)} -> {_show(DRAIN)}"],
+                        [f"spec.stopPolicy: {shown(before)} -> {shown(DRAIN)}"],
                         reason=f"team removed from the policy, but {busy}: stopped and drained, not deleted",
                     )
                 )
-        kept_flavors = set().union(*(_cq_flavors(cq) for cq in held.values())) if held else set()
-        kept_cohorts = {_cq_cohort(cq) for cq in held.values()}
+        kept_flavors = set().union(*(cq_flavors(cq) for cq in held.values())) if held else set()
+        kept_cohorts = {cq_cohort(cq) for cq in held.values()}
         kept_topologies = {
             (rf.get("spec") or {}).get("topologyName")
             for rf in stale["ResourceFlavor"]
@@ -309,7 +309,7 @@ class Governor:
         """Why a removed team's ClusterQueue cannot go yet ('' when it can)."""
         status = cq.get("status") or {}
         counts = [f"{status[k]} {k}" for k in WORKLOAD_COUNTS if int(status.get(k) or 0) > 0]
-        namespace = _cq_namespace(cq) or ((cq["metadata"].get("labels") or {}).get(TEAM_LABEL))
+        namespace = cq_namespace(cq) or ((cq["metadata"].get("labels") or {}).get(TEAM_LABEL))
         reasons = []
         if counts:
             reasons.append("Kueue reports " + ", ".join(counts))
@@ -342,7 +342,7 @@ class Governor:
         return summary
 
     def _queue_as_allowed(self, desired: dict[str, Any]) -> dict[str, Any]:
-        if desired["kind"] == "ClusterQueue" and self._withheld & _cq_flavors(desired):
+        if desired["kind"] == "ClusterQueue" and self._withheld & cq_flavors(desired):
             return without_flavors(desired, self._withheld)
         return desired
 
@@ -351,7 +351,7 @@ class Governor:
         assert change.desired is not None
         name = change.name
         for cq in self.objects.list(self.group_version, "ClusterQueue"):
-            if name in _cq_flavors(cq) and owned(cq):
+            if name in cq_flavors(cq) and owned(cq):
                 self._detach(cq, change)
         self.objects.delete(change.api_version, "ResourceFlavor", name)
         waited = 0.0

@@ -1,0 +1,152 @@
+"""The code's structure holds (#24): no import circle among Topogov's modules, no module importing
+another's underscore names, and every path and symbol ``docs/architecture.md`` cites exists.
+
+Imports are read from the source (``ast``), at module level and inside functions alike: a circle
+closed by an import deferred into a function is still a circle for the reader."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {"topogov": ROOT / "lambdas", "topogov_cli": ROOT / "cli", "topogov_local": ROOT / "local"}
+# where a path the architecture cites is looked for: the repository, then each package's own folder
+DOC_ROOTS = (ROOT, ROOT / "lambdas/topogov", ROOT / "cli/topogov_cli", ROOT / "local/topogov_local")
+# what the architecture names that exists only once something has run
+MADE_AT_RUN_TIME = {".topogov/rehearse/report.json", "endpoints.json", "node_modules/.bin/cdk"}
+LABEL_KEY = re.compile(r"^[a-z0-9-]+(?:\.[a-z0-9-]+)+/")  # topogov.io/topology-mode: a key, not a path
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package, base in PACKAGES.items():
+        for path in (base / package).rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = modules()
+
+
+def owner(name: str) -> str | None:
+    """The module of ours a dotted name is in (the longest prefix that is a module), or None."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports(module: str) -> Iterator[tuple[str, str]]:
+    """(the module of ours imported, the name taken from it or '') for each import in ``module``."""
+    path = MODULES[module]
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if (target := owner(alias.name)) is not None:
+                    yield target, ""
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                target = full if full in MODULES else owner(source)
+                if target is not None:
+                    yield target, "" if target == full else alias.name
+
+
+def graph() -> dict[str, set[str]]:
+    return {m: {t for t, _ in imports(m) if t != m} for m in MODULES}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_circle_finder_finds_a_circle_of_three():
+    # (the finder itself: a graph with a circle a -> b -> c -> a, and d outside it)
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}) == [["a", "b", "c"]]
+
+
+def test_no_import_circle_among_topogovs_modules():
+    assert len(MODULES) > 100
+    assert circles(graph()) == []
+
+
+def test_no_module_imports_another_modules_underscore_names():
+    crossing = [
+        (m, target, name)
+        for m in MODULES
+        for target, name in imports(m)
+        if target != m and name.startswith("_") and not name.startswith("__")
+    ]
+    assert crossing == []
+
+
+CITED = re.compile(r"`([A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]*)+|[A-Za-z0-9_\-]+\.(?:py|md|toml|yaml|json))`")
+
+
+def cited() -> list[str]:
+    return sorted(set(CITED.findall((ROOT / "docs/architecture.md").read_text(encoding="utf-8"))))
+
+
+def exists(cite: str) -> bool:
+    """A path (``adapters/ec2.py``, ``infra/``) or a module and a name in it (``domain/jobs.job_status``)."""
+    for base in DOC_ROOTS:
+        if (base / cite).exists():
+            return True
+        stem, dot, symbol = cite.rpartition(".")
+        if dot and "/" in stem and (base / f"{stem}.py").is_file():
+            source = (base / f"{stem}.py").read_text(encoding="utf-8")
+            if re.search(rf"^\s*(?:def|class) {re.escape(symbol)}\b|^{re.escape(symbol)}\b", source, re.M):
+                return True
+        if dot and (base / stem).is_dir() and (base / stem / "__init__.py").is_file():
+            if symbol in (base / stem / "__init__.py").read_text(encoding="utf-8"):
+                return True
+    return False
+
+
+def test_every_path_and_name_the_architecture_cites_exists():
+    cites = cited()
+    assert len(cites) > 40
+    missing = [c for c in cites if c not in MADE_AT_RUN_TIME and not LABEL_KEY.match(c) and not exists(c)]
+    assert missing == []
