@@ -127,7 +127,8 @@ def requests_from(accelerators: int, vcpu: float, memory_gib: float, efa: int) -
 
 
 def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> JobShape:
-    """Check a raw batch/v1 Job; raises ManifestProblem naming the field (paths from the body)."""
+    """Check a raw batch/v1 Job; raises ManifestProblem naming the field (paths from the body).
+    The checks run in the order of the fields, and the first that fails is the one reported."""
     base = "manifest"
     if not isinstance(manifest, Mapping):
         raise ManifestProblem(base, "must be a batch/v1 Job object")
@@ -136,61 +137,84 @@ def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> 
     meta = manifest.get("metadata")
     if not isinstance(meta, Mapping):
         raise ManifestProblem(f"{base}.metadata", "is required")
-    name = meta.get("name")
-    if not isinstance(name, str) or not DNS1123_LABEL.match(name) or len(name) > 63:
-        raise ManifestProblem(f"{base}.metadata.name", "must be a DNS-1123 label (a-z, 0-9, '-', at most 63)")
-    if "generateName" in meta:
-        raise ManifestProblem(f"{base}.metadata.generateName", "is not supported: name the job")
-    ns = meta.get("namespace")
-    if ns is not None and ns != team_namespace:
-        raise ManifestProblem(
-            f"{base}.metadata.namespace", f"must be the team's namespace {team_namespace!r}"
-        )
-    labels = meta.get("labels") or {}
-    if not isinstance(labels, Mapping):
-        raise ManifestProblem(f"{base}.metadata.labels", "must be an object")
-    for key, value in labels.items():
-        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
-            raise ManifestProblem(f"{base}.metadata.labels.{key}", "is not a valid Kubernetes label value")
-    queue = labels.get(QUEUE_LABEL)
-    if queue is not None and queue != team_queue:
-        raise ManifestProblem(
-            f"{base}.metadata.labels.{QUEUE_LABEL}", f"must be the team's LocalQueue {team_queue!r}"
-        )
+    name = _checked_metadata(meta, f"{base}.metadata", team_namespace, team_queue)
     spec = manifest.get("spec")
     if not isinstance(spec, Mapping):
         raise ManifestProblem(f"{base}.spec", "is required")
-    if spec.get("suspend") is False:
-        raise ManifestProblem(
-            f"{base}.spec.suspend", "must be true or absent: Kueue starts the job on admission"
-        )
-    parallelism = spec.get("parallelism", 1)
-    completions = spec.get("completions", parallelism)
-    for field, value in (("parallelism", parallelism), ("completions", completions)):
-        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000:
-            raise ManifestProblem(f"{base}.spec.{field}", "must be an integer from 1 to 10000")
+    pods = _checked_counts(spec, f"{base}.spec")
     template = spec.get("template")
     if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
         raise ManifestProblem(f"{base}.spec.template.spec", "is required")
     _string_map(meta, "annotations", f"{base}.metadata.annotations")
-    template_meta = template.get("metadata")
-    if template_meta is not None and not isinstance(template_meta, Mapping):
-        raise ManifestProblem(f"{base}.spec.template.metadata", "must be an object")
-    _string_map(template_meta or {}, "annotations", f"{base}.spec.template.metadata.annotations")
-    template_labels = (template_meta or {}).get("labels") or {}
-    if not isinstance(template_labels, Mapping):
-        raise ManifestProblem(f"{base}.spec.template.metadata.labels", "must be an object")
-    for key, value in template_labels.items():
-        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
-            raise ManifestProblem(
-                f"{base}.spec.template.metadata.labels.{key}", "is not a valid Kubernetes label value"
-            )
+    _checked_template_metadata(template.get("metadata"), f"{base}.spec.template.metadata")
     managed_by = spec.get("managedBy")
     if managed_by is not None and managed_by != JOB_CONTROLLER:
         raise ManifestProblem(
             f"{base}.spec.managedBy",
             f"must be absent or {JOB_CONTROLLER!r}: another controller would run the job outside Kueue",
         )
+    pod_spec = template["spec"]
+    _checked_pod_spec(pod_spec, f"{base}.spec.template.spec")
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    node_selector = pod_spec.get("nodeSelector") or {}
+    return JobShape(
+        name=name,
+        pods=pods,
+        per_pod=pod_requests(_effective_requests(pod_spec)),
+        instance_type=node_selector.get(INSTANCE_TYPE_LABEL),
+        placement=_placement_of(annotations, f"{base}.spec.template.metadata.annotations"),
+    )
+
+
+def _checked_label_values(labels: Any, field: str) -> Mapping[str, Any]:
+    if not isinstance(labels, Mapping):
+        raise ManifestProblem(field, "must be an object")
+    for key, value in labels.items():
+        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+            raise ManifestProblem(f"{field}.{key}", "is not a valid Kubernetes label value")
+    return labels
+
+
+def _checked_metadata(meta: Mapping[str, Any], field: str, team_namespace: str, team_queue: str) -> str:
+    """The Job's name; its namespace and LocalQueue, when given, must be the team's."""
+    name = meta.get("name")
+    if not isinstance(name, str) or not DNS1123_LABEL.match(name) or len(name) > 63:
+        raise ManifestProblem(f"{field}.name", "must be a DNS-1123 label (a-z, 0-9, '-', at most 63)")
+    if "generateName" in meta:
+        raise ManifestProblem(f"{field}.generateName", "is not supported: name the job")
+    ns = meta.get("namespace")
+    if ns is not None and ns != team_namespace:
+        raise ManifestProblem(f"{field}.namespace", f"must be the team's namespace {team_namespace!r}")
+    labels = _checked_label_values(meta.get("labels") or {}, f"{field}.labels")
+    queue = labels.get(QUEUE_LABEL)
+    if queue is not None and queue != team_queue:
+        raise ManifestProblem(
+            f"{field}.labels.{QUEUE_LABEL}", f"must be the team's LocalQueue {team_queue!r}"
+        )
+    return name
+
+
+def _checked_counts(spec: Mapping[str, Any], field: str) -> int:
+    """The Job's pod count (``parallelism``); it must start suspended, for Kueue to start it."""
+    if spec.get("suspend") is False:
+        raise ManifestProblem(f"{field}.suspend", "must be true or absent: Kueue starts the job on admission")
+    parallelism = spec.get("parallelism", 1)
+    completions = spec.get("completions", parallelism)
+    for name, value in (("parallelism", parallelism), ("completions", completions)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000:
+            raise ManifestProblem(f"{field}.{name}", "must be an integer from 1 to 10000")
+    return int(parallelism)
+
+
+def _checked_template_metadata(template_meta: Any, field: str) -> None:
+    if template_meta is not None and not isinstance(template_meta, Mapping):
+        raise ManifestProblem(field, "must be an object")
+    _string_map(template_meta or {}, "annotations", f"{field}.annotations")
+    _checked_label_values((template_meta or {}).get("labels") or {}, f"{field}.labels")
+
+
+def _checked_pod_spec(pod_spec: Mapping[str, Any], field: str) -> None:
+    """What would run the pods outside Kueue is refused; every container must be well formed."""
     for key, why in (
         ("nodeName", "pins pods to a node, bypassing the scheduler and Kueue's topology placement"),
         (
@@ -199,20 +223,22 @@ def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> 
             "WorkloadPriorityClass (the job's `priority`)",
         ),
     ):
-        if template["spec"].get(key) is not None:
-            raise ManifestProblem(f"{base}.spec.template.spec.{key}", f"is not allowed: it {why}")
-    _string_map(template["spec"], "nodeSelector", f"{base}.spec.template.spec.nodeSelector")
-    containers = template["spec"].get("containers")
+        if pod_spec.get(key) is not None:
+            raise ManifestProblem(f"{field}.{key}", f"is not allowed: it {why}")
+    _string_map(pod_spec, "nodeSelector", f"{field}.nodeSelector")
+    containers = pod_spec.get("containers")
     if not isinstance(containers, list) or not containers:
-        raise ManifestProblem(f"{base}.spec.template.spec.containers", "needs at least one container")
-    init_containers = template["spec"].get("initContainers")
+        raise ManifestProblem(f"{field}.containers", "needs at least one container")
+    init_containers = pod_spec.get("initContainers")
     if init_containers is not None and not isinstance(init_containers, list):
-        raise ManifestProblem(f"{base}.spec.template.spec.initContainers", "must be a list")
+        raise ManifestProblem(f"{field}.initContainers", "must be a list")
     for key, items in (("containers", containers), ("initContainers", init_containers or [])):
         for i, c in enumerate(items):
-            _check_container(c, f"{base}.spec.template.spec.{key}[{i}]", need_requests=key == "containers")
-    per_pod = pod_requests(_effective_requests(template["spec"]))
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
+            _check_container(c, f"{field}.{key}[{i}]", need_requests=key == "containers")
+
+
+def _placement_of(annotations: Mapping[str, Any], field: str) -> Placement | None:
+    """The topology the manifest asks for with Kueue's annotations: one of required or preferred."""
     placement = None
     for mode, key in (("required", REQUIRED_ANNOTATION), ("preferred", PREFERRED_ANNOTATION)):
         if key in annotations:
@@ -221,21 +247,11 @@ def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> 
             try:
                 level = resolve_level(str(annotations[key]))
             except UnknownLevel as exc:
-                raise ManifestProblem(f"{base}.spec.template.metadata.annotations.{key}", str(exc)) from None
+                raise ManifestProblem(f"{field}.{key}", str(exc)) from None
             if placement is not None:
-                raise ManifestProblem(
-                    f"{base}.spec.template.metadata.annotations",
-                    "set either the required or the preferred topology",
-                )
+                raise ManifestProblem(field, "set either the required or the preferred topology")
             placement = Placement(mode, level)
-    node_selector = template["spec"].get("nodeSelector") or {}
-    return JobShape(
-        name=name,
-        pods=int(parallelism),
-        per_pod=per_pod,
-        instance_type=node_selector.get(INSTANCE_TYPE_LABEL),
-        placement=placement,
-    )
+    return placement
 
 
 # Kubernetes quantities are int64 counts of their smallest unit: anything larger is not a quantity

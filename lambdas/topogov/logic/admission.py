@@ -35,7 +35,7 @@ from topogov.domain.placement import (
     required_feasibility,
     resolve_level,
 )
-from topogov.domain.policy import Policy
+from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import RESOURCE_ATTRS, Resources, resources_from
 from topogov.domain.submission import (
     Decision,
@@ -134,26 +134,60 @@ def decide(
     index: CapacityIndex | Callable[[], CapacityIndex],
     where_now: bool = True,
 ) -> Admission:
-    """``index`` may be a function giving it: it is asked for only when the job has a topology
+    """The API's decision on a submission, in the order its refusals are checked: the team, the
+    job's shape, the priority, never admissible, the topology; then the manifest to create.
+
+    ``index`` may be a function giving it: it is asked for only when the job has a topology
     request, so a job without one is decided while no snapshot exists. ``where_now=False`` leaves
     out where Kueue would place the job now (``domain_now``: the model's placement, the costliest
     part; the trace simulator places jobs with the model itself)."""
-    # -- team -------------------------------------------------------------------------------------
+    team_name = _team_of(request, policy, caller_arn)
+    team = policy.teams[team_name]
+    shape, asked_priority, spec = _shape_of(request, team)
+    priority = _priority(team_name, team, asked_priority)
+    total = shape.total
+    _refuse_never_admissible(team_name, team, total)
+    topo = topology_decision(spec, shape, index if callable(index) else (lambda: index), where_now=where_now)
+    manifest = complete_manifest(
+        _base_manifest(request, team, shape),
+        namespace=team.namespace,
+        queue=team.local_queue,
+        priority_class=priority,
+        placement=Placement(topo.mode, topo.level) if topo.level else None,
+        submitted_by=caller_arn,
+        asked_mode=spec.mode,
+    )
+    quota, borrow, cap = team.quota_resources, team.borrow_resources, team.max_in_flight_resources
+    decision = Decision(
+        team=team_name,
+        namespace=team.namespace,
+        local_queue=team.local_queue,
+        priority_class=priority,
+        priority_value=policy.priority_value(priority),
+        pods=shape.pods,
+        topology=topo,
+        quota=_quota_lines(total, quota, borrow, cap),
+    )
+    return Admission(decision, manifest, shape, total, cap)
+
+
+def _team_of(request: JobRequest | ManifestRequest, policy: Policy, caller_arn: str) -> str:
+    """The team the job is for: asked, or the manifest's namespace's, or the caller's only one."""
     if isinstance(request, ManifestRequest):
         meta = request.manifest.get("metadata") if isinstance(request.manifest, dict) else None
         ns = meta.get("namespace") if isinstance(meta, dict) else None
-        team_name = resolve_team(
+        return resolve_team(
             policy,
             caller_arn,
             request.team,
             ns if isinstance(ns, str) else None,
             "manifest.metadata.namespace",
         )
-    else:
-        team_name = resolve_team(policy, caller_arn, request.team, request.namespace)
-    team = policy.teams[team_name]
+    return resolve_team(policy, caller_arn, request.team, request.namespace)
 
-    # -- shape ------------------------------------------------------------------------------------
+
+def _shape_of(request: JobRequest | ManifestRequest, team: Team) -> tuple[JobShape, str | None, TopologySpec]:
+    """The job's pods and requests, the priority it asks for and its topology request."""
     if isinstance(request, ManifestRequest):
         try:
             shape = inspect_manifest(
@@ -171,23 +205,24 @@ def decide(
                 if shape.placement
                 else TopologySpec(mode="none")
             )
-    else:
-        if request.queue_name is not None and request.queue_name != team.local_queue:
-            raise ValidationFailed("queue_name", f"must be the team's LocalQueue {team.local_queue!r}")
-        per_pod = requests_from(request.accelerators, request.vcpu, request.memory, request.efa)
-        shape = JobShape(
-            name=request.job_name,
-            pods=request.pods,
-            per_pod=resources_from(per_pod),
-            instance_type=request.instance_type,
-            placement=None,
-        )
-        asked_priority = request.priority
-        spec = request.topology_spec()
+        return shape, asked_priority, spec
+    if request.queue_name is not None and request.queue_name != team.local_queue:
+        raise ValidationFailed("queue_name", f"must be the team's LocalQueue {team.local_queue!r}")
+    per_pod = requests_from(request.accelerators, request.vcpu, request.memory, request.efa)
+    shape = JobShape(
+        name=request.job_name,
+        pods=request.pods,
+        per_pod=resources_from(per_pod),
+        instance_type=request.instance_type,
+        placement=None,
+    )
+    return shape, request.priority, request.topology_spec()
 
-    # -- priority ---------------------------------------------------------------------------------
+
+def _priority(team_name: str, team: Team, asked: str | None) -> str:
+    """The priority class: asked or the team's default, and one the team is allowed."""
     allowed = list(team.priority_class_names)
-    priority = asked_priority or team.default_priority_class
+    priority = asked or team.default_priority_class
     if priority not in allowed:
         raise PriorityNotAllowed(
             f"priority class {priority!r} is not allowed for team {team_name!r}",
@@ -198,10 +233,12 @@ def decide(
                 "default": team.default_priority_class,
             },
         )
+    return priority
 
-    # -- never admissible -------------------------------------------------------------------------
-    total = shape.total
-    quota, borrow, cap = team.quota_resources, team.borrow_resources, team.max_in_flight_resources
+
+def _refuse_never_admissible(team_name: str, team: Team, total: Resources) -> None:
+    """422 when the job asks more of a resource than the team's quota and borrowing limit together."""
+    quota, borrow = team.quota_resources, team.borrow_resources
     over = []
     for attr, name in RESOURCE_ATTRS.items():
         asked, limit = getattr(total, attr), getattr(quota, attr) + getattr(borrow, attr)
@@ -224,47 +261,24 @@ def decide(
             {"resources": over},
         )
 
-    # -- topology ---------------------------------------------------------------------------------
-    topo = topology_decision(spec, shape, index if callable(index) else (lambda: index), where_now=where_now)
 
-    # -- render -----------------------------------------------------------------------------------
+def _base_manifest(request: JobRequest | ManifestRequest, team: Team, shape: JobShape) -> dict[str, Any]:
+    """The Job before Topogov's labels and annotations: the caller's manifest, or one rendered."""
     if isinstance(request, ManifestRequest):
-        base = request.manifest
-    else:
-        base = render_job(
-            name=request.job_name,
-            namespace=team.namespace,
-            image=request.image,
-            pods=shape.pods,
-            per_pod_requests=requests_from(request.accelerators, request.vcpu, request.memory, request.efa),
-            command=request.command,
-            args=request.args,
-            environment=request.environment,
-            instance_type=request.instance_type,
-            max_retry=request.max_retry,
-            tasks_per_node=request.tasks_per_node,
-        )
-    placement = Placement(topo.mode, topo.level) if topo.level else None
-    manifest = complete_manifest(
-        base,
+        return request.manifest
+    return render_job(
+        name=request.job_name,
         namespace=team.namespace,
-        queue=team.local_queue,
-        priority_class=priority,
-        placement=placement,
-        submitted_by=caller_arn,
-        asked_mode=spec.mode,
-    )
-    decision = Decision(
-        team=team_name,
-        namespace=team.namespace,
-        local_queue=team.local_queue,
-        priority_class=priority,
-        priority_value=policy.priority_value(priority),
+        image=request.image,
         pods=shape.pods,
-        topology=topo,
-        quota=_quota_lines(total, quota, borrow, cap),
+        per_pod_requests=requests_from(request.accelerators, request.vcpu, request.memory, request.efa),
+        command=request.command,
+        args=request.args,
+        environment=request.environment,
+        instance_type=request.instance_type,
+        max_retry=request.max_retry,
+        tasks_per_node=request.tasks_per_node,
     )
-    return Admission(decision, manifest, shape, total, cap)
 
 
 def _no_such_level(index: CapacityIndex, level: str, shape: JobShape) -> TopologyInfeasible:
