@@ -139,9 +139,9 @@ def exists(cite: str) -> bool:
             source = (base / f"{stem}.py").read_text(encoding="utf-8")
             if re.search(rf"^\s*(?:def|class) {re.escape(symbol)}\b|^{re.escape(symbol)}\b", source, re.M):
                 return True
-        if dot and (base / stem).is_dir() and (base / stem / "__init__.py").is_file():
-            if symbol in (base / stem / "__init__.py").read_text(encoding="utf-8"):
-                return True
+        package = base / stem / "__init__.py"
+        if dot and package.is_file() and symbol in package.read_text(encoding="utf-8"):
+            return True
     return False
 
 
