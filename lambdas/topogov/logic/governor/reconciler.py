@@ -97,12 +97,7 @@ class Governor:
         for f in flavors:
             capacity = capacity + f.capacity
         plan.warnings = policy.warnings(capacity)
-        # One list per kind (7 reads a pass, whatever the number of teams), not one GET per object.
-        live: dict[tuple[str, str, str | None], dict[str, Any]] = {}
-        for kind in KINDS:
-            version = "v1" if kind == "Namespace" else self.group_version
-            for obj in self.objects.list(version, kind):
-                live[object_ref(obj)] = obj
+        live = self._live()
         desired = keep_equivalent_topologies(self.desired(policy, flavors), live)
         plan.topologies = {
             o["metadata"]["name"]: o["spec"]["topologyName"] for o in desired if o["kind"] == "ResourceFlavor"
@@ -112,64 +107,61 @@ class Governor:
         if waiting:  # a flavor Kueue is letting go must leave every queue first, or it never goes
             desired = [without_flavors(o, waiting) if o["kind"] == "ClusterQueue" else o for o in desired]
         planned = {(c.kind, c.name, c.namespace) for c in plan.changes}
-
         for obj in desired:
-            kind, name, ns = object_ref(obj)
-            current = live.get((kind, name, ns))
-            if (kind, name, ns) in planned:
-                continue
-            if current is None:
-                plan.changes.append(Change(Action.CREATE, kind, name, ns, obj["apiVersion"], desired=obj))
-            elif kind == "Namespace":
-                plan.unchanged += 1  # exists: the team's, whoever created it
-            elif terminating(current):
-                plan.changes.append(
-                    Change(
-                        Action.WAIT,
-                        kind,
-                        name,
-                        ns,
-                        obj["apiVersion"],
-                        reason="being deleted (Kueue keeps it while it is in use): created again once gone",
-                    )
-                )
-            elif not owned(current):
-                plan.changes.append(
-                    Change(
-                        Action.UNOWNED,
-                        kind,
-                        name,
-                        ns,
-                        obj["apiVersion"],
-                        reason=f"exists without {OWNED_SELECTOR}: not Topogov's, left alone",
-                    )
-                )
-            else:
-                diff = drift(obj, current)
-                readds = sorted(recreate & cq_flavors(current)) if kind == "ClusterQueue" else []
-                if diff or readds:
-                    hand = edited_by_hand(obj, current)
-                    why = "edited by hand" if hand else "the policy or the fleet changed"
-                    if not diff:
-                        why = f"takes back ResourceFlavor {', '.join(readds)} once it is re-created"
-                    plan.changes.append(
-                        Change(
-                            Action.UPDATE,
-                            kind,
-                            name,
-                            ns,
-                            obj["apiVersion"],
-                            diff,
-                            reason=why,
-                            desired=obj,
-                            current=current,
-                        )
-                    )
-                else:
-                    plan.unchanged += 1
-
+            if object_ref(obj) not in planned:
+                self._plan_object(plan, obj, live.get(object_ref(obj)), recreate)
         order = {k: i for i, k in enumerate(KINDS)}  # creation order; re-creations in their kind's place
         plan.changes.sort(key=lambda c: order[c.kind])
+        self._plan_removals(plan, self._stale(plan, live, wanted))
+        return plan
+
+    def _live(self) -> dict[tuple[str, str, str | None], dict[str, Any]]:
+        """The objects of every kind Topogov renders, by (kind, name, namespace). One list per kind
+        (7 reads a pass, whatever the number of teams), not one GET per object."""
+        live: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+        for kind in KINDS:
+            version = "v1" if kind == "Namespace" else self.group_version
+            for obj in self.objects.list(version, kind):
+                live[object_ref(obj)] = obj
+        return live
+
+    def _plan_object(
+        self, plan: Plan, obj: dict[str, Any], current: dict[str, Any] | None, recreate: set[str]
+    ) -> None:
+        """One desired object against what is live: create, wait, leave alone (not Topogov's),
+        update (drift, or a ClusterQueue taking back a re-created flavor), or nothing."""
+        kind, name, ns = object_ref(obj)
+        version = obj["apiVersion"]
+        if current is None:
+            plan.changes.append(Change(Action.CREATE, kind, name, ns, version, desired=obj))
+        elif kind == "Namespace":
+            plan.unchanged += 1  # exists: the team's, whoever created it
+        elif terminating(current):
+            why = "being deleted (Kueue keeps it while it is in use): created again once gone"
+            plan.changes.append(Change(Action.WAIT, kind, name, ns, version, reason=why))
+        elif not owned(current):
+            why = f"exists without {OWNED_SELECTOR}: not Topogov's, left alone"
+            plan.changes.append(Change(Action.UNOWNED, kind, name, ns, version, reason=why))
+        else:
+            diff = drift(obj, current)
+            readds = sorted(recreate & cq_flavors(current)) if kind == "ClusterQueue" else []
+            if not (diff or readds):
+                plan.unchanged += 1
+                return
+            why = "edited by hand" if edited_by_hand(obj, current) else "the policy or the fleet changed"
+            if not diff:
+                why = f"takes back ResourceFlavor {', '.join(readds)} once it is re-created"
+            plan.changes.append(
+                Change(Action.UPDATE, kind, name, ns, version, diff, reason=why, desired=obj, current=current)
+            )
+
+    @staticmethod
+    def _stale(
+        plan: Plan,
+        live: Mapping[tuple[str, str, str | None], dict[str, Any]],
+        wanted: set[tuple[str, str, str | None]],
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Topogov's objects the policy no longer has, by kind (those being deleted: waited for)."""
         stale: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KUEUE_KINDS}
         for key, obj in live.items():
             if key[0] != "Namespace" and key not in wanted and owned(obj):
@@ -179,8 +171,7 @@ class Governor:
                     )
                 else:
                     stale[key[0]].append(obj)
-        self._plan_removals(plan, stale)
-        return plan
+        return stale
 
     def _plan_immutable(
         self,
@@ -242,10 +233,21 @@ class Governor:
         return recreate, waiting
 
     def _plan_removals(self, plan: Plan, stale: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Stale ClusterQueues go, or are held and drained while they have work; what a held one
+        still uses stays; the rest goes. Deleted LocalQueues first, then what they referred to."""
+        held, removals = self._plan_queue_removals(stale["ClusterQueue"])
+        removals += self._plan_leftovers(stale, held)
+        order = {k: i for i, k in enumerate(reversed(KINDS))}
+        plan.changes.extend(sorted(removals, key=lambda c: (order[c.kind], c.namespace or "", c.name)))
+
+    def _plan_queue_removals(
+        self, queues: list[dict[str, Any]]
+    ) -> tuple[dict[str, Mapping[str, Any]], list[Change]]:
+        """The ClusterQueues kept while they drain, and each stale queue's change."""
         gv = self.group_version
-        held: dict[str, Mapping[str, Any]] = {}  # ClusterQueues kept while they drain
+        held: dict[str, Mapping[str, Any]] = {}
         removals: list[Change] = []
-        for cq in stale["ClusterQueue"]:
+        for cq in queues:
             name = cq["metadata"]["name"]
             busy = self._busy(cq)
             if not busy:
@@ -271,6 +273,13 @@ class Governor:
                         reason=f"team removed from the policy, but {busy}: stopped and drained, not deleted",
                     )
                 )
+        return held, removals
+
+    def _plan_leftovers(
+        self, stale: Mapping[str, list[dict[str, Any]]], held: Mapping[str, Mapping[str, Any]]
+    ) -> list[Change]:
+        """The other stale objects: kept while a draining ClusterQueue uses them, else deleted."""
+        gv = self.group_version
         kept_flavors = set().union(*(cq_flavors(cq) for cq in held.values())) if held else set()
         kept_cohorts = {cq_cohort(cq) for cq in held.values()}
         kept_topologies = {
@@ -285,25 +294,16 @@ class Governor:
             ("ResourceFlavor", lambda o: o["metadata"]["name"] in kept_flavors),
             ("Topology", lambda o: o["metadata"]["name"] in kept_topologies),
         )
+        changes = []
         for kind, keep_if in keep_rules:
             for obj in stale[kind]:
                 name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
                 if keep_if(obj):
-                    removals.append(
-                        Change(
-                            Action.KEEP,
-                            kind,
-                            name,
-                            ns,
-                            gv,
-                            reason="still used by a ClusterQueue that is draining",
-                        )
-                    )
+                    why = "still used by a ClusterQueue that is draining"
+                    changes.append(Change(Action.KEEP, kind, name, ns, gv, reason=why))
                 else:
-                    removals.append(Change(Action.DELETE, kind, name, ns, gv, reason="not in the policy"))
-        # Deletion order: LocalQueues, ClusterQueues, then what they referred to.
-        order = {k: i for i, k in enumerate(reversed(KINDS))}
-        plan.changes.extend(sorted(removals, key=lambda c: (order[c.kind], c.namespace or "", c.name)))
+                    changes.append(Change(Action.DELETE, kind, name, ns, gv, reason="not in the policy"))
+        return changes
 
     def _busy(self, cq: Mapping[str, Any]) -> str:
         """Why a removed team's ClusterQueue cannot go yet ('' when it can)."""

@@ -186,94 +186,124 @@ def forecast(
     ``stopped``: ClusterQueues held (``stopPolicy``), which admit nothing; ``stop``: asked between
     steps, True ends the run (the caller's time budget) and the jobs not started yet are
     ``cut_short``."""
-    cluster = model.cluster(running)
-    for cq in stopped:
-        if cq in cluster.queues:
-            cluster.set_stop_policy(cq, "Hold", 0.0)
-    want = set(targets) if targets is not None else {q.workload.name for q in queued}
-    out = {q.workload.name: Estimate(q.workload.name) for q in queued if q.workload.name in want}
-    expected = {q.workload.name: q.expected for q in queued}
-    events: list[tuple[float, int, str, str]] = []
-    seq = 0
+    return _Forecast(model, running, queued, targets, stopped).run(horizon_s, stop)
 
-    def push(t: float, kind: str, name: str) -> None:
-        nonlocal seq
-        heapq.heappush(events, (t, seq, kind, name))
-        seq += 1
 
-    hosts: dict[str, tuple[str, ...]] = {}
-    unknown, overdue = [], []
-    for r in running:
+class _Forecast:
+    """One forecast run: the model's cluster on a virtual clock, driven by a heap of events (a
+    running job's expected end, a queued job's ``fallbackAfter``) and by Kueue's own requeues."""
+
+    def __init__(
+        self,
+        model: Model,
+        running: Sequence[Running],
+        queued: Sequence[Queued],
+        targets: Collection[str] | None,
+        stopped: Collection[str],
+    ) -> None:
+        self.cluster = model.cluster(running)
+        for cq in stopped:
+            if cq in self.cluster.queues:
+                self.cluster.set_stop_policy(cq, "Hold", 0.0)
+        want = set(targets) if targets is not None else {q.workload.name for q in queued}
+        self.out = {q.workload.name: Estimate(q.workload.name) for q in queued if q.workload.name in want}
+        self.expected = {q.workload.name: q.expected for q in queued}
+        self.workloads = {q.workload.name: q.workload for q in queued}
+        self.events: list[tuple[float, int, str, str]] = []
+        self.seq = 0
+        self.hosts: dict[str, tuple[str, ...]] = {}
+        self.unknown: list[str] = []  # running jobs with no expected end
+        self.overdue: list[str] = []  # running jobs past their expected end
+        self.relaxed: set[str] = set()
+        self.ended: dict[str, float] = {}
+        self.preempted: dict[str, set[str]] = {}  # preemptor -> the workloads it evicted
+        for r in running:
+            self._seed_running(r)
+        for q in queued:
+            self.cluster.submit(q.workload)
+            if q.fallback_s is not None:
+                self.push(max(0.0, q.fallback_s), "fallback", q.workload.name)
+
+    def push(self, t: float, kind: str, name: str) -> None:
+        heapq.heappush(self.events, (t, self.seq, kind, name))
+        self.seq += 1
+
+    def _seed_running(self, r: Running) -> None:
         name = r.workload.name
-        hosts[name] = _hosts(r.pod_sets)
+        self.hosts[name] = _hosts(r.pod_sets)
         if r.expected.seconds is None:
-            unknown.append(name)
-            continue
+            self.unknown.append(name)
+            return
         end = r.started_s + r.expected.seconds
         if end < 0:
-            overdue.append(name)
-        push(max(0.0, end), "finish", name)
-    workloads = {q.workload.name: q.workload for q in queued}
-    for q in queued:
-        cluster.submit(q.workload)
-        if q.fallback_s is not None:
-            push(max(0.0, q.fallback_s), "fallback", q.workload.name)
-    relaxed: set[str] = set()
-    ended: dict[str, float] = {}
-    preempted: dict[str, set[str]] = {}  # preemptor -> the workloads it evicted
-    pending_targets = set(out)
-    t, first, cut = 0.0, True, False
-    while pending_targets:
-        if stop is not None and stop():
-            cut = True
-            break
-        if not first:
-            due = cluster.next_requeue()
-            t = min(events[0][0] if events else math.inf, math.inf if due is None else due)
-            if t == math.inf or t > horizon_s:
+            self.overdue.append(name)
+        self.push(max(0.0, end), "finish", name)
+
+    def run(self, horizon_s: float, stop: Callable[[], bool] | None) -> dict[str, Estimate]:
+        pending = set(self.out)
+        t, first, cut = 0.0, True, False
+        while pending:
+            if stop is not None and stop():
+                cut = True
                 break
-        first = False
+            if not first:
+                due = self.cluster.next_requeue()
+                t = min(self.events[0][0] if self.events else math.inf, math.inf if due is None else due)
+                if t == math.inf or t > horizon_s:
+                    break
+            first = False
+            finished_now = self._fire(t)
+            for result in self.cluster.advance(t):
+                for e in result.evicted:  # Kueue evicts in one cycle, admits the preemptor in a later one
+                    self.preempted.setdefault(e.by, set()).add(e.name)
+                for adm in result.admitted:
+                    self._admitted(adm.name, _hosts(adm.pod_sets), t, finished_now, pending)
+        for est in self.out.values():
+            if est.start_s is None:
+                est.unknown_ends = tuple(sorted(self.unknown))
+                est.cut_short = cut
+            est.overdue = tuple(sorted(self.overdue))
+        return self.out
+
+    def _fire(self, t: float) -> list[str]:
+        """The events due by ``t``: expected ends finish their jobs; a fallback relaxes a job still
+        waiting (required to preferred, as the ledger sync does). The jobs that finished now."""
         finished_now = []
-        while events and events[0][0] <= t:
-            _, _, kind, name = heapq.heappop(events)
-            record = cluster.records.get(name)
+        while self.events and self.events[0][0] <= t:
+            _, _, kind, name = heapq.heappop(self.events)
+            record = self.cluster.records.get(name)
             if kind == "finish" and record is not None and record.admitted is not None:
-                cluster.finish(name, t)
-                ended[name] = t
+                self.cluster.finish(name, t)
+                self.ended[name] = t
                 finished_now.append(name)
             elif kind == "fallback" and record is not None and record.admitted is None:
-                wl = _relaxed(workloads[name])
+                wl = _relaxed(self.workloads[name])
                 if wl is not None:
-                    cluster.cancel(name, t)
-                    cluster.submit(wl)
-                    workloads[name] = wl
-                    relaxed.add(name)
-        for result in cluster.advance(t):
-            for e in result.evicted:  # Kueue evicts in one cycle and admits the preemptor in a later one
-                preempted.setdefault(e.by, set()).add(e.name)
-            for adm in result.admitted:
-                name = adm.name
-                hosts[name] = _hosts(adm.pod_sets)
-                if name in pending_targets:
-                    est = out[name]
-                    est.start_s, est.hosts = t, hosts[name]
-                    est.preempts = tuple(sorted(preempted.get(name, ())))
-                    est.relaxed = name in relaxed
-                    if t > 0:
-                        taken = set(hosts[name])
-                        freed = tuple(sorted(n for n in ended if taken & set(hosts.get(n, ()))))
-                        est.waits_for = freed or tuple(sorted(finished_now))
-                    pending_targets.discard(name)
-                run = expected.get(name, UNKNOWN).seconds
-                if run is not None:
-                    push(t + run, "finish", name)
-    for name in out:
-        est = out[name]
-        if est.start_s is None:
-            est.unknown_ends = tuple(sorted(unknown))
-            est.cut_short = cut
-        est.overdue = tuple(sorted(overdue))
-    return out
+                    self.cluster.cancel(name, t)
+                    self.cluster.submit(wl)
+                    self.workloads[name] = wl
+                    self.relaxed.add(name)
+        return finished_now
+
+    def _admitted(
+        self, name: str, hosts: tuple[str, ...], t: float, finished_now: list[str], pending: set[str]
+    ) -> None:
+        """A job admitted at ``t``: a target's estimate is made (what it waited for: the jobs that
+        ended on its nodes, else those that finished now); its expected end is scheduled."""
+        self.hosts[name] = hosts
+        if name in pending:
+            est = self.out[name]
+            est.start_s, est.hosts = t, hosts
+            est.preempts = tuple(sorted(self.preempted.get(name, ())))
+            est.relaxed = name in self.relaxed
+            if t > 0:
+                taken = set(hosts)
+                freed = tuple(sorted(n for n in self.ended if taken & set(self.hosts.get(n, ()))))
+                est.waits_for = freed or tuple(sorted(finished_now))
+            pending.discard(name)
+        run = self.expected.get(name, UNKNOWN).seconds
+        if run is not None:
+            self.push(t + run, "finish", name)
 
 
 def alternatives(
