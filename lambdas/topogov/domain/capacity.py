@@ -142,43 +142,20 @@ def closest_domain(
     layer = layer_of(level)
     if layer is None or gpus_per_pod <= 0:
         return None
-    per_domain: dict[str, list[NodeCapacity]] = defaultdict(list)
-    for n in nodes.values():
-        usable = len(n.path) >= layer and n.allocatable.gpu >= gpus_per_pod and bool(n.instance_type)
-        if usable and (instance_type is None or n.instance_type == instance_type):
-            per_domain[n.path[layer - 1]].append(n)
-    candidates = []
-    for domain, members in per_domain.items():
-        if sum(n.allocatable.gpu // gpus_per_pod for n in members) < pods:
-            continue
-        now = sum(max(0, n.allocatable.gpu - n.used.gpu) // gpus_per_pod for n in members)
-        candidates.append((min(now, pods), domain, members))
-    if not candidates:
+    best = _best_domain(nodes, layer, pods, gpus_per_pod, instance_type)
+    if best is None:
         return None
-    now, domain, members = max(candidates, key=lambda c: (c[0], -len(c[2]), c[1]))
+    now, domain, members = best
+    running = list(running)
     names = {n.name for n in members}
-    jobs: dict[tuple[str, str], dict[str, Any]] = {}
-    for p in running:
-        if p.node in names:
-            entry = jobs.setdefault(
-                (p.namespace, p.job),
-                {
-                    "namespace": p.namespace,
-                    "job": p.job,
-                    "priority_class": p.priority,
-                    "gpus": 0,
-                    "nodes": set(),
-                },
-            )
-            entry["gpus"] += p.gpus
-            entry["nodes"].add(p.node)
     occupants = sorted(
-        jobs.values(), key=lambda j: (priority_of.get(j["priority_class"] or "", 0), j["gpus"], j["job"])
+        _jobs_on(running, names),
+        key=lambda j: (priority_of.get(j["priority_class"] or "", 0), j["gpus"], j["job"]),
     )
     free = {n.name: max(0, n.allocatable.gpu - n.used.gpu) for n in members}
     fits = now
     must_go = []
-    for job in occupants:
+    for job in occupants:  # cheapest first, until the job would fit
         if fits >= pods:
             break
         for node in job["nodes"]:
@@ -196,6 +173,47 @@ def closest_domain(
         "occupants": [_public(j) for j in occupants],
         "to_free": must_go if fits >= pods else None,
     }
+
+
+def _best_domain(
+    nodes: Mapping[str, NodeCapacity], layer: int, pods: int, gpus_per_pod: int, instance_type: str | None
+) -> tuple[int, str, list[NodeCapacity]] | None:
+    """The domain of the layer that could hold all the pods once emptied and holds most of them
+    now (then the smaller, then by name): (pods that fit now, domain, its nodes)."""
+    per_domain: dict[str, list[NodeCapacity]] = defaultdict(list)
+    for n in nodes.values():
+        usable = len(n.path) >= layer and n.allocatable.gpu >= gpus_per_pod and bool(n.instance_type)
+        if usable and (instance_type is None or n.instance_type == instance_type):
+            per_domain[n.path[layer - 1]].append(n)
+    candidates = []
+    for domain, members in per_domain.items():
+        if sum(n.allocatable.gpu // gpus_per_pod for n in members) < pods:
+            continue
+        now = sum(max(0, n.allocatable.gpu - n.used.gpu) // gpus_per_pod for n in members)
+        candidates.append((min(now, pods), domain, members))
+    if not candidates:
+        return None
+    return max(candidates, key=lambda c: (c[0], -len(c[2]), c[1]))
+
+
+def _jobs_on(running: Iterable[JobPod], names: set[str]) -> list[dict[str, Any]]:
+    """The running jobs with pods on those nodes: their GPUs there and the nodes."""
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in running:
+        if p.node in names:
+            entry = jobs.setdefault(
+                (p.namespace, p.job),
+                {
+                    "namespace": p.namespace,
+                    "job": p.job,
+                    "priority_class": p.priority,
+                    "gpus": 0,
+                    "nodes": set(),
+                },
+            )
+            entry["gpus"] += p.gpus
+            entry["nodes"].add(p.node)
+    return list(jobs.values())
 
 
 def _public(job: Mapping[str, Any]) -> dict[str, Any]:

@@ -309,8 +309,9 @@ def _no_such_level(index: CapacityIndex, level: str, shape: JobShape) -> Topolog
 def topology_decision(
     spec: TopologySpec, shape: JobShape, index_of: Callable[[], CapacityIndex], *, where_now: bool = True
 ) -> TopologyDecision:
-    from topogov.domain.placement import tightest_level
-
+    """The topology the job gets: none; ``auto`` (the tightest level that holds it, preferred); or
+    the asked level, preferred or required (refused when no domain of it can ever hold the job).
+    ``index_of`` is called only when a topology is asked for."""
     if spec.mode == "none":
         return TopologyDecision(mode="none", level=None, reason="no topology asked")
     index = index_of()
@@ -319,19 +320,7 @@ def topology_decision(
         return index.kueue_pick(level, shape.per_pod, shape.pods, shape.instance_type) if where_now else None
 
     if spec.mode == "auto":
-        choice = tightest_level(index, shape.per_pod, shape.pods, instance_type=shape.instance_type)
-        if choice.level is None:
-            return TopologyDecision(
-                mode="none", level=None, reason=f"auto: {choice.reason}; placed without topology"
-            )
-        pick = kueue_pick(choice.level)
-        return TopologyDecision(
-            mode="preferred",
-            level=choice.level,
-            domain_now=pick.domain if pick else None,
-            nodes_now=list(pick.nodes) if pick else None,
-            reason=f"auto: {choice.reason}; preferred there so the job is never blocked by the choice",
-        )
+        return _auto(index, shape, kueue_pick)
     assert spec.level is not None
     try:
         level = resolve_level(spec.level)
@@ -356,6 +345,39 @@ def topology_decision(
             + (where or f"no {level_name(level)} domain has room for all of it now: Kueue places it as close "
                "as it can"),
         )  # fmt: skip
+    return _required(index, level, shape, spec, pick, where)
+
+
+def _auto(
+    index: CapacityIndex, shape: JobShape, kueue_pick: Callable[[str], KueuePick | None]
+) -> TopologyDecision:
+    """``auto``: the tightest level whose domains can hold the job, preferred there (never blocking)."""
+    from topogov.domain.placement import tightest_level
+
+    choice = tightest_level(index, shape.per_pod, shape.pods, instance_type=shape.instance_type)
+    if choice.level is None:
+        return TopologyDecision(
+            mode="none", level=None, reason=f"auto: {choice.reason}; placed without topology"
+        )
+    pick = kueue_pick(choice.level)
+    return TopologyDecision(
+        mode="preferred",
+        level=choice.level,
+        domain_now=pick.domain if pick else None,
+        nodes_now=list(pick.nodes) if pick else None,
+        reason=f"auto: {choice.reason}; preferred there so the job is never blocked by the choice",
+    )
+
+
+def _required(
+    index: CapacityIndex,
+    level: str,
+    shape: JobShape,
+    spec: TopologySpec,
+    pick: KueuePick | None,
+    where: str | None,
+) -> TopologyDecision:
+    """``required``: refused (422) when no domain of the level can ever hold all the pods."""
     feas = required_feasibility(index, level, shape.per_pod, shape.pods, instance_type=shape.instance_type)
     if not feas.feasible:
         alt = feas.would_fit

@@ -117,7 +117,14 @@ def find_problems(data: Any) -> list[Problem]:
         return [("", "the policy must be a mapping with priorityClasses, fairShare, teams and admins")]
     source, data = data, with_defaults(data)
     _, problems = _fields(Policy, data, (), by_caller=frozenset({"priorityClasses", "teams"}))
+    class_names = _class_problems(data, problems)
+    teams = _team_problems(data, source, problems)
+    problems += cross_checks(class_names, teams)
+    return _in_document_order(problems, source)
 
+
+def _class_problems(data: Mapping[str, Any], problems: list[Problem]) -> list[str | None]:
+    """The priority classes' problems (appended); their names, None where one has no valid name."""
     class_names: list[str | None] = []
     raw_classes = data.get("priorityClasses")
     if "priorityClasses" not in data:
@@ -135,7 +142,13 @@ def find_problems(data: Any) -> list[Problem]:
             _, found = _fields(PriorityClass, item, ("priorityClasses", i))
             problems += found
             class_names.append(item.get("name") if isinstance(item.get("name"), str) else None)
+    return class_names
 
+
+def _team_problems(
+    data: Mapping[str, Any], source: Mapping[Any, Any], problems: list[Problem]
+) -> dict[str, dict[str, Any]]:
+    """The teams' problems (appended); each team's valid fields, for the cross-checks."""
     teams: dict[str, dict[str, Any]] = {}
     raw_teams = data.get("teams")
     if "teams" not in data:
@@ -146,31 +159,35 @@ def find_problems(data: Any) -> list[Problem]:
         problems.append(("teams", "must define at least one team"))
     else:
         for key, team in raw_teams.items():
-            path = ("teams", key)
-            if not isinstance(key, str) or not is_dns_label(key):
-                problems.append(
-                    (
-                        dotted(*path),
-                        f"team name {key!r} is not a DNS-1123 label (at most 63 characters: "
-                        "lower-case letters, digits and '-', starting and ending with a letter or digit)",
-                    )
-                )
-            if not isinstance(team, Mapping):
-                problems.append((dotted(*path), "must be a mapping"))
-                continue
-            given = frozenset(source["teams"][key])
-            written = {k: v for k, v in team.items() if k in given or k != "name"}  # name is the key
-            values, found = _fields(
-                Team, written, path, hidden={"name": NAME_IS_KEY}, defaulted=_DEFAULTED - given
+            values = _one_team(key, team, source["teams"][key], problems)
+            if values is not None:
+                teams[str(key)] = values
+    return teams
+
+
+def _one_team(key: Any, team: Any, as_written: Any, problems: list[Problem]) -> dict[str, Any] | None:
+    """One team's problems (appended) and its valid fields; ``as_written``: before the defaults."""
+    path = ("teams", key)
+    if not isinstance(key, str) or not is_dns_label(key):
+        problems.append(
+            (
+                dotted(*path),
+                f"team name {key!r} is not a DNS-1123 label (at most 63 characters: "
+                "lower-case letters, digits and '-', starting and ending with a letter or digit)",
             )
-            problems += found
-            for alias, name in _RESOURCE_MAPS.items():  # keep the valid resources of a map with a bad one
-                if name not in values and isinstance(team.get(alias), Mapping):
-                    valid, _ = _fields(ResourceQuantities, team[alias], ())
-                    values[name] = ResourceQuantities.model_construct(**valid)
-            teams[str(key)] = values
-    problems += cross_checks(class_names, teams)
-    return _in_document_order(problems, source)
+        )
+    if not isinstance(team, Mapping):
+        problems.append((dotted(*path), "must be a mapping"))
+        return None
+    given = frozenset(as_written)
+    written = {k: v for k, v in team.items() if k in given or k != "name"}  # name is the key
+    values, found = _fields(Team, written, path, hidden={"name": NAME_IS_KEY}, defaulted=_DEFAULTED - given)
+    problems += found
+    for alias, name in _RESOURCE_MAPS.items():  # keep the valid resources of a map with a bad one
+        if name not in values and isinstance(team.get(alias), Mapping):
+            valid, _ = _fields(ResourceQuantities, team[alias], ())
+            values[name] = ResourceQuantities.model_construct(**valid)
+    return values
 
 
 def _in_document_order(problems: list[Problem], data: Mapping[Any, Any]) -> list[Problem]:
