@@ -113,7 +113,14 @@ def add_parser(sub: Any) -> None:
         "decision (team, queue, priority, pods, topology and why, the quota arithmetic).",
         SUBMIT_EXAMPLES,
     )
-    job = s.add_argument_group("the job (names of `hyp create hyp-pytorch-job`)")
+    _job_options(s.add_argument_group("the job (names of `hyp create hyp-pytorch-job`)"))
+    _topology_options(s.add_argument_group("topology"))
+    _submission_options(s.add_argument_group("submission"))
+    add_api_options(s)
+    s.set_defaults(func=run_submit)
+
+
+def _job_options(job: Any) -> None:
     job.add_argument(
         "--job-name", metavar="NAME", help="the Job's name (a DNS-1123 label); needed without -f"
     )
@@ -136,7 +143,9 @@ def add_parser(sub: Any) -> None:
     job.add_argument("--max-retry", type=int, metavar="N", help="the Job's backoffLimit")
     job.add_argument("--queue-name", metavar="QUEUE", help="must be the team's LocalQueue (default: it)")
     job.add_argument("--namespace", metavar="NS", help="the team's namespace (names the team)")
-    topo = s.add_argument_group("topology")
+
+
+def _topology_options(topo: Any) -> None:
     mode = topo.add_mutually_exclusive_group()
     mode.add_argument("--preferred-topology", metavar="LEVEL", help="one domain of LEVEL if possible")
     mode.add_argument("--required-topology", metavar="LEVEL", help="all pods in one domain of LEVEL, or wait")
@@ -150,7 +159,9 @@ def add_parser(sub: Any) -> None:
         metavar="DURATION",
         help="with --required-topology: relax to preferred if not admitted after this long (15m, 1h30m)",
     )
-    how = s.add_argument_group("submission")
+
+
+def _submission_options(how: Any) -> None:
     how.add_argument(
         "-f", "--file", metavar="JOB.yaml", help="a batch/v1 Job manifest, YAML or JSON ('-' for stdin)"
     )
@@ -162,8 +173,6 @@ def add_parser(sub: Any) -> None:
     how.add_argument(
         "--idempotency-key", metavar="KEY", help="a retry with the same key returns the first answer"
     )
-    add_api_options(s)
-    s.set_defaults(func=run_submit)
 
 
 def _read_manifest(path: str) -> dict[str, Any]:

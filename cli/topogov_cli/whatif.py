@@ -28,31 +28,33 @@ from typing import Any
 from topogov_cli.common import add_api_options, guarded
 
 PROG = "topogov whatif"
+DESCRIPTION = (
+    "Replay a job trace on a fleet under the baseline policy and under a proposed policy "
+    "and/or changed fleet, on the Kueue model, and print both side by side: per team and "
+    "for the fleet, waits (p50/p95/max), jobs started, GPU-hours used vs quota, borrowed, "
+    "preemptions, multi-node jobs inside one network node per layer, utilization, free "
+    "whole layer-3 nodes. Offline from files with --fleet; without it, an admin's "
+    "POST /v1/whatif on the deployment's fleet and policy in force (--trace or --history)."
+)
+EPILOG = (
+    "trace CSV columns: submit_s,team,name,pods,gpus_per_pod,instance_type,duration_s,\n"
+    "  topology_mode,topology_level,fallback_after_s,priority (empty = the API's default)\n"
+    "fleet CSV columns: node,instance_type,layer-1,layer-2,layer-3,layer-4\n\n"
+    "exit codes:\n  0  done\n  2  usage: a missing or unreadable file, a wrong row or field (named)\n"
+    "  3  --fleet snapshot: the snapshot unreachable (no credentials, no bucket)\n\n"
+    "example:\n"
+    "  topogov whatif --trace examples/whatif/trace.csv --fleet examples/whatif/fleet.csv \\\n"
+    "    --baseline-policy teams.yaml --policy examples/whatif/teams-proposed.yaml\n"
+    "  topogov whatif --history 7d --policy examples/whatif/teams-proposed.yaml  # a deployment"
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "whatif",
         help="what a policy or fleet change would do to a job trace",
-        description=(
-            "Replay a job trace on a fleet under the baseline policy and under a proposed policy "
-            "and/or changed fleet, on the Kueue model, and print both side by side: per team and "
-            "for the fleet, waits (p50/p95/max), jobs started, GPU-hours used vs quota, borrowed, "
-            "preemptions, multi-node jobs inside one network node per layer, utilization, free "
-            "whole layer-3 nodes. Offline from files with --fleet; without it, an admin's "
-            "POST /v1/whatif on the deployment's fleet and policy in force (--trace or --history)."
-        ),
-        epilog=(
-            "trace CSV columns: submit_s,team,name,pods,gpus_per_pod,instance_type,duration_s,\n"
-            "  topology_mode,topology_level,fallback_after_s,priority (empty = the API's default)\n"
-            "fleet CSV columns: node,instance_type,layer-1,layer-2,layer-3,layer-4\n\n"
-            "exit codes:\n  0  done\n  2  usage: a missing or unreadable file, a wrong row or field (named)\n"
-            "  3  --fleet snapshot: the snapshot unreachable (no credentials, no bucket)\n\n"
-            "example:\n"
-            "  topogov whatif --trace examples/whatif/trace.csv --fleet examples/whatif/fleet.csv \\\n"
-            "    --baseline-policy teams.yaml --policy examples/whatif/teams-proposed.yaml\n"
-            "  topogov whatif --history 7d --policy examples/whatif/teams-proposed.yaml  # a deployment"
-        ),
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--trace", type=Path, metavar="FILE", help="the job trace (CSV)")
