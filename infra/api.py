@@ -15,6 +15,17 @@ from infra.names import POLICY_PATH, SNAPSHOT_KEY
 from topogov.settings import ApiSettings
 
 STAGE = "prod"
+ACCESS_LOG_FORMAT = apigw.AccessLogFormat.json_with_standard_fields(
+    caller=True,
+    http_method=True,
+    ip=True,
+    protocol=True,
+    request_time=True,
+    resource_path=True,
+    response_length=True,
+    status=True,
+    user=True,
+)
 
 
 class Api(Construct):
@@ -51,6 +62,14 @@ class Api(Construct):
             ),
             context=context,
         )
+        self._grant(context)
+        self.rest_api = self._rest_api(context)
+        self.url = self.rest_api.url
+
+    def _grant(self, context: FunctionContext) -> None:
+        """What the function calls, each statement named (least privilege: tests/rehearse observes
+        the calls made under this role)."""
+        config, storage = context.config, context.storage
         role = self.fn.role
         self.fn.allow_describe_cluster(config.cluster_name)
         role.add_to_policy(
@@ -97,12 +116,16 @@ class Api(Construct):
             )
         )
 
+    def _rest_api(self, context: FunctionContext) -> apigw.RestApi:
+        """The REST API: IAM auth on every method, a resource policy, a stage with throttling,
+        tracing and access logs, and one method per route of the application."""
+        config = context.config
         self.access_logs = logs.LogGroup(self, "AccessLogs", retention=context.log_retention)
         resource_policy = iam.PolicyDocument(statements=caller_statements(Stack.of(self), config))
         method_throttle = apigw.MethodDeploymentOptions(
             throttling_rate_limit=config.submit_rate_limit, throttling_burst_limit=config.submit_burst_limit
         )
-        self.rest_api = apigw.RestApi(
+        rest_api = apigw.RestApi(
             self,
             "RestApi",
             # Named per stack: API Gateway's metrics are by ApiName, so the alarms and the dashboard
@@ -122,22 +145,12 @@ class Api(Construct):
                 throttling_burst_limit=config.api_burst_limit,
                 method_options={"/v1/jobs/POST": method_throttle},
                 access_log_destination=apigw.LogGroupLogDestination(self.access_logs),
-                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=True,
-                    http_method=True,
-                    ip=True,
-                    protocol=True,
-                    request_time=True,
-                    resource_path=True,
-                    response_length=True,
-                    status=True,
-                    user=True,
-                ),
+                access_log_format=ACCESS_LOG_FORMAT,
             ),
             default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
             endpoint_types=[apigw.EndpointType.REGIONAL],
         )
-        validator = self.rest_api.add_request_validator(
+        validator = rest_api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
         # The alias, never $LATEST: only a published version has the SnapStart snapshot.
@@ -145,7 +158,7 @@ class Api(Construct):
         from topogov.handlers.api import routes  # the application's routes, not a copy
 
         for path, methods in routes().items():
-            resource = self.rest_api.root.resource_for_path(path)
+            resource = rest_api.root.resource_for_path(path)
             for method in methods:
                 params = {f"method.request.path.{p}": True for p in ("team", "name") if "{" + p + "}" in path}
                 resource.add_method(
@@ -155,7 +168,7 @@ class Api(Construct):
                     request_validator=validator,
                     request_parameters=params or None,
                 )
-        self.url = self.rest_api.url
+        return rest_api
 
 
 def caller_statements(stack: Stack, config: DeployConfig) -> list[iam.PolicyStatement]:

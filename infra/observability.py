@@ -65,6 +65,16 @@ class Observability(Construct):
         teams: list[str],
     ) -> None:
         super().__init__(scope, id)
+        self.key: kms.Key | None = None
+        self.topic: sns.ITopic = self._topic(config)
+        self._action = actions.SnsAction(self.topic)
+        self.alarms: list[cw.Alarm] = []
+        self._alarms(config, functions, dead_letters, rest_api)
+        self.dashboard = self._dashboard(config, rest_api, teams)
+
+    def _topic(self, config: DeployConfig) -> sns.ITopic:
+        """The alarms' topic: the operator's, or one of the stack's (KMS-encrypted, CloudWatch of
+        this account may publish, with the alarm e-mail subscribed)."""
         stack = Stack.of(self)
         alarms_arn = stack.format_arn(
             service="cloudwatch",
@@ -76,9 +86,8 @@ class Observability(Construct):
             "StringEquals": {"aws:SourceAccount": stack.account},
             "ArnLike": {"aws:SourceArn": alarms_arn},
         }
-        self.key: kms.Key | None = None
         if config.alarm_topic_arn:  # the operator's topic: its policy must let CloudWatch publish
-            self.topic: sns.ITopic = sns.Topic.from_topic_arn(self, "Alarms", config.alarm_topic_arn)
+            return sns.Topic.from_topic_arn(self, "Alarms", config.alarm_topic_arn)
         else:
             self.key = kms.Key(
                 self,
@@ -111,50 +120,67 @@ class Observability(Construct):
             )
             if config.alarm_email:
                 topic.add_subscription(subs.EmailSubscription(config.alarm_email))
-            self.topic = topic
-        action = actions.SnsAction(self.topic)
-        self.alarms: list[cw.Alarm] = []
+            return topic
 
-        def alarm(
-            name: str,
-            metric: cw.IMetric,
-            threshold: float,
-            description: str,
-            periods: int = 1,
-            below: bool = False,
-        ) -> None:
-            a = cw.Alarm(
-                self,
-                name,
-                metric=metric,
-                threshold=threshold,
-                evaluation_periods=periods,
-                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD
-                if below
-                else cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.BREACHING
-                if below
-                else cw.TreatMissingData.NOT_BREACHING,
-                alarm_description=description,
-            )
-            a.add_alarm_action(action)
-            self.alarms.append(a)
+    def _alarm(
+        self,
+        name: str,
+        metric: cw.IMetric,
+        threshold: float,
+        description: str,
+        periods: int = 1,
+        below: bool = False,
+    ) -> None:
+        a = cw.Alarm(
+            self,
+            name,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD
+            if below
+            else cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.BREACHING if below else cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        a.add_alarm_action(self._action)
+        self.alarms.append(a)
 
+    def _alarms(
+        self,
+        config: DeployConfig,
+        functions: dict[str, lambda_.IFunction],
+        dead_letters: sqs.IQueue,
+        rest_api: apigw.RestApi,
+    ) -> None:
         for name, fn in functions.items():
-            alarm(f"{name}Errors", fn.metric_errors(period=PERIOD), 1, f"the {name} function failed")
+            self._alarm(f"{name}Errors", fn.metric_errors(period=PERIOD), 1, f"the {name} function failed")
         # The reconcile function runs one pass at a time (a lease): a burst of "running" events defers
         # its instances to the pass holding it (PassSkipped), as designed. What matters is an event
         # dropped (DeadLetters below) and passes that stop completing; its throttles (the account's
         # concurrency exhausted) show as Errors-free retries by Lambda and are no alarm there.
-        alarm(
+        self._alarm(
             "ApiThrottles",
             functions["Api"].metric_throttles(period=PERIOD),
             1,
             "the api function was throttled (the account's concurrency is exhausted)",
         )
+        self._reconcile_alarms(config, dead_letters)
+        self._alarm("Api5xx", rest_api.metric_server_error(period=PERIOD), 1, "the API answered 5xx")
+        self._alarm(
+            "ApiLatency",
+            rest_api.metric_latency(period=PERIOD, statistic="p99"),
+            config.api_latency_alarm_ms,
+            "the API's p99 latency is above its threshold",
+            periods=3,
+        )
+
+    def _reconcile_alarms(self, config: DeployConfig, dead_letters: sqs.IQueue) -> None:
+        """Passes that stop completing, fail, stop early, correct too much; the governor's writes;
+        reconcile events dropped."""
         interval = schedule_interval(config.reconcile_schedule)
         window = Duration.minutes(max(15, 3 * int(interval.to_minutes())))
-        alarm(
+        self._alarm(
             "ReconcileNotCompleting",
             cw.Metric(
                 namespace=METRICS_NAMESPACE,
@@ -168,57 +194,50 @@ class Observability(Construct):
             "(the schedule, the function or the cluster is failing)",
             below=True,
         )
-        alarm(
+        self._alarm(
             "ReconcileFailures",
             topogov_metric("Failed", mode="full"),
             1,
             "a reconcile pass could not patch some nodes",
             periods=3,
         )
-        alarm(
+        self._alarm(
             "ReconcileIncomplete",
             topogov_metric("Incomplete", mode="full"),
             1,
             "reconcile passes keep stopping before the end (budget or EC2 errors)",
             periods=6,
         )
-        alarm(
+        self._alarm(
             "Drift",
             topogov_metric("Patched", "Maximum", mode="full"),
             config.drift_alarm_threshold,
             "a full pass corrected more node labels than expected: something rewrites them",
         )
-        alarm(
+        self._alarm(
             "KueueWriteFailures",
             topogov_metric("KueueFailed", mode="full"),
             1,
             "the governor could not write some Kueue objects (RBAC, Kueue missing or refusing them)",
             periods=3,
         )
-        alarm(
+        self._alarm(
             "KueueNotOwned",
             topogov_metric("KueueUnowned", "Maximum", mode="full"),
             1,
             "a Kueue object Topogov should manage exists without its label: it is left alone",
             periods=6,
         )
-        alarm(
+        self._alarm(
             "DeadLetters",
             dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD),
             1,
             "reconcile events failed after their retries",
         )
-        alarm("Api5xx", rest_api.metric_server_error(period=PERIOD), 1, "the API answered 5xx")
-        alarm(
-            "ApiLatency",
-            rest_api.metric_latency(period=PERIOD, statistic="p99"),
-            config.api_latency_alarm_ms,
-            "the API's p99 latency is above its threshold",
-            periods=3,
-        )
 
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{SERVICE}-{config.cluster_name}")
-        self.dashboard.add_widgets(
+    def _dashboard(self, config: DeployConfig, rest_api: apigw.RestApi, teams: list[str]) -> cw.Dashboard:
+        dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{SERVICE}-{config.cluster_name}")
+        dashboard.add_widgets(
             cw.GraphWidget(
                 title="Reconcile: nodes patched / unchanged / failed",
                 left=[topogov_metric(m, mode="full") for m in ("Patched", "Unchanged", "Failed")],
@@ -229,7 +248,7 @@ class Observability(Construct):
                 right=[topogov_metric("DurationSeconds", "Maximum", mode="full")],
             ),
         )
-        self.dashboard.add_widgets(
+        dashboard.add_widgets(
             cw.GraphWidget(
                 title="API requests by status",
                 left=[
@@ -258,7 +277,7 @@ class Observability(Construct):
                 left=[topogov_metric("InFlightGpu", "Maximum", team=t) for t in teams],
             ),
         )
-        self.dashboard.add_widgets(
+        dashboard.add_widgets(
             cw.GraphWidget(
                 title="Placement: running multi-pod jobs inside one domain (%), per layer",
                 left=[
@@ -274,3 +293,4 @@ class Observability(Construct):
                 ],
             ),
         )
+        return dashboard
