@@ -185,21 +185,39 @@ class TopogovFunction(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", retention=context.log_retention, removal_policy=RemovalPolicy.DESTROY
         )
-        self.role = iam.Role(
+        self.role = self._role(spec, context)
+        self.function = self._function(spec, context, function_kwargs)
+        self.alias: lambda_.Alias | None = None
+        if spec.snap_start:
+            self.alias = lambda_.Alias(self, "Live", alias_name=ALIAS, version=self.function.current_version)
+            # CDK warns that SnapStart needs published versions: current_version and the alias are those.
+            Annotations.of(self.function).acknowledge_warning(
+                "@aws-cdk/aws-lambda:snapStartRequirePublish",
+                "published through current_version and the alias",
+            )
+
+    def _role(self, spec: FunctionSpec, context: FunctionContext) -> iam.Role:
+        """Its own role: its own log group only, and the network interfaces of a VPC function."""
+        role = iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"{SERVICE} {spec.name} function",
         )
-        self.role.add_to_policy(
+        role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                 resources=[self.log_group.log_group_arn, f"{self.log_group.log_group_arn}:*"],
             )
         )
         if context.vpc_config:
-            self.role.add_to_policy(vpc_access_statement())
-        self.function = lambda_.Function(
+            role.add_to_policy(vpc_access_statement())
+        return role
+
+    def _function(
+        self, spec: FunctionSpec, context: FunctionContext, function_kwargs: dict[str, Any]
+    ) -> lambda_.Function:
+        return lambda_.Function(
             self,
             "Function",
             runtime=RUNTIME,
@@ -226,14 +244,6 @@ class TopogovFunction(Construct):
             **(context.vpc_config or {}),
             **function_kwargs,
         )
-        self.alias: lambda_.Alias | None = None
-        if spec.snap_start:
-            self.alias = lambda_.Alias(self, "Live", alias_name=ALIAS, version=self.function.current_version)
-            # CDK warns that SnapStart needs published versions: current_version and the alias are those.
-            Annotations.of(self.function).acknowledge_warning(
-                "@aws-cdk/aws-lambda:snapStartRequirePublish",
-                "published through current_version and the alias",
-            )
 
     @property
     def function_reserved(self) -> bool:

@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.config import DeployConfig
 from infra.functions import FunctionContext, FunctionSpec, TopogovFunction
 from infra.names import POLICY_PATH, SNAPSHOT_KEY
 from topogov.settings import ReconcileSettings
@@ -57,6 +58,12 @@ class Reconciler(Construct):
             retry_attempts=2,
             max_event_age=Duration.hours(1),
         )
+        self._grant(context)
+        self._rules(config)
+
+    def _grant(self, context: FunctionContext) -> None:
+        """What the function calls, each statement named (observed by tests/rehearse under this role)."""
+        config, storage = context.config, context.storage
         self.fn.role.add_to_policy(
             iam.PolicyStatement(
                 sid="DescribeInstanceTopology",
@@ -91,6 +98,10 @@ class Reconciler(Construct):
                 resources=[storage.counters.table_arn],
             )
         )
+
+    def _rules(self, config: DeployConfig) -> None:
+        """The schedule (full passes) and EC2's "running" events (targeted passes), with retries and
+        the dead-letter queue."""
         function = self.fn.function
         self.schedule = events.Rule(
             self,
