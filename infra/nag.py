@@ -48,6 +48,12 @@ def suppress_template_checks(stack: TopogovStack) -> None:
     """cfn-lint's and checkov's findings that are not defects of this stack (the ones that were are
     fixed: CKV_AWS_115, the api function's concurrency, is bounded by topogov:apiReservedConcurrency
     unless it is 0)."""
+    _function_template_checks(stack)
+    _api_template_checks(stack)
+    _storage_template_checks(stack)
+
+
+def _function_template_checks(stack: TopogovStack) -> None:
     functions = (stack.reconciler.fn, stack.api.fn)
     for fn in functions:
         _template(
@@ -105,6 +111,9 @@ def suppress_template_checks(stack: TopogovStack) -> None:
             "topogov:apiReservedConcurrency=0 asked for no reservation (an account whose concurrency limit "
             "leaves none to reserve); stage and per-method throttling still bound the API's rate",
         )
+
+
+def _api_template_checks(stack: TopogovStack) -> None:
     _template(
         stack.api.fn.function,
         "checkov",
@@ -126,6 +135,9 @@ def suppress_template_checks(stack: TopogovStack) -> None:
         "every answer depends on the SigV4 caller (its team) and on the live ledger and cluster: a cache "
         "would serve one caller's answer to another, or a stale one",
     )
+
+
+def _storage_template_checks(stack: TopogovStack) -> None:
     for table in (stack.storage.ledger, stack.storage.counters, stack.storage.idempotency):
         _template(
             table,
@@ -152,6 +164,12 @@ def suppress_template_checks(stack: TopogovStack) -> None:
 
 
 def suppress_nag(stack: TopogovStack) -> None:
+    _function_nag(stack)
+    _api_nag(stack)
+    _storage_nag(stack)
+
+
+def _function_nag(stack: TopogovStack) -> None:
     reconciler_policy = stack.reconciler.fn.role.node.find_child("DefaultPolicy")
     api_policy = stack.api.fn.role.node.find_child("DefaultPolicy")
     vpc = (
@@ -183,6 +201,9 @@ def suppress_nag(stack: TopogovStack) -> None:
             "python3.12 on purpose: the dependencies layer is built for cp312 manylinux2014_x86_64 wheels "
             "(requirements/runtime.txt); moving the runtime means rebuilding and re-testing that layer",
         )
+
+
+def _api_nag(stack: TopogovStack) -> None:
     rest_api = stack.api.rest_api
     role = rest_api.node.try_find_child("CloudWatchRole")
     if role is not None:  # only with topogov:apiGatewayCloudWatchRole=true
@@ -208,6 +229,9 @@ def suppress_nag(stack: TopogovStack) -> None:
             "callers are IAM principals (SigV4, AWS_IAM authorization), matched to teams by ARN; "
             "there are no Cognito users",
         )
+
+
+def _storage_nag(stack: TopogovStack) -> None:
     _one(
         stack.storage.snapshot_bucket,
         "AwsSolutions-S1",
