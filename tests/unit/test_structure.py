@@ -150,3 +150,43 @@ def test_every_path_and_name_the_architecture_cites_exists():
     assert len(cites) > 40
     missing = [c for c in cites if c not in MADE_AT_RUN_TIME and not LABEL_KEY.match(c) and not exists(c)]
     assert missing == []
+
+
+# Functions longer than this many lines, per tree: split into named steps, unless the docstring says
+# "One piece on purpose" and why (the Kueue model's functions that follow upstream's step by step).
+LENGTH_LIMITS = {"lambdas": 60, "cli": 60, "infra": 60, "local": 100}
+ONE_PIECE = "One piece on purpose"
+# The local stack's functions still over its limit (#24 item 3, not done for them yet), at their
+# length today: none may grow, and none may join them.
+LOCAL_STILL_LONG = {
+    "local/topogov_local/moto_cloudformation.py::_models": 411,
+    "local/topogov_local/moto_cloudformation.py::install": 220,
+    "local/topogov_local/cluster/controlplane.py::_start": 152,
+    "local/topogov_local/commands.py::add_parsers": 151,
+    "local/topogov_local/apigw/auth.py::authenticate": 126,
+    "local/topogov_local/moto_eks.py::_install_responses": 112,
+    "local/topogov_local/bench_admission.py::bench_kueue_perf_shape": 109,
+    "local/topogov_local/moto_iam.py::install": 104,
+}
+
+
+def long_functions() -> dict[str, int]:
+    found = {}
+    for tree, limit in LENGTH_LIMITS.items():
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > limit and ONE_PIECE not in " ".join((ast.get_docstring(node) or "").split()):
+                    found[f"{path.relative_to(ROOT)}::{node.name}"] = length
+    return found
+
+
+def test_no_function_is_over_its_trees_limit_unless_it_says_why():
+    found = long_functions()
+    service = {k: n for k, n in found.items() if not k.startswith("local/")}
+    assert service == {}
+    local = {k: n for k, n in found.items() if k.startswith("local/")}
+    grown = {k: n for k, n in local.items() if n > LOCAL_STILL_LONG.get(k, LENGTH_LIMITS["local"])}
+    assert grown == {}

@@ -314,7 +314,8 @@ def assign(
     last: Sequence[Mapping[str, int]] | None,
     generation: int,
 ) -> Assignment:
-    """``FlavorAssigner.Assign`` (no partial admission): flavors by quota, then topology."""
+    """``FlavorAssigner.Assign`` (no partial admission): flavors by quota, then topology. One piece on
+    purpose: it follows upstream's function step by step, so that it reads beside it."""
     out = Assignment(generation=generation)
     for i, ps in enumerate(wl.pod_sets):
         requests = ps.total()

@@ -123,6 +123,9 @@ def _fill_back(snap: Snapshot, req: Request, targets: list[Target], allow_borrow
 
 
 def _classical(snap: Snapshot, req: Request) -> list[Target]:
+    """``classicalPreemptions`` (the module's docstring). One piece on purpose: it follows
+    upstream's function step by step (candidates, variants, ordering, removal, fill-back), so that a
+    reader can hold the two side by side and the upstream table tests map onto it."""
     cq = snap.queues[req.cluster_queue]
     q, pre = snap.quota, cq.preemption
     wl = req.workload
@@ -244,6 +247,9 @@ class _TargetOrdering:
 
 
 def _fair(snap: Snapshot, req: Request) -> list[Target]:
+    """``fairPreemptions`` (the module's docstring). One piece on purpose: it follows upstream's
+    function step by step (candidates, queue ordering, within-nominal, rules S2-a and S2-b), so that
+    a reader can hold the two side by side and the upstream table tests map onto it."""
     cq = snap.queues[req.cluster_queue]
     q, wl = snap.quota, req.workload
     candidates: list[Admitted] = []

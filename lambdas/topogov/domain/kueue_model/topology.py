@@ -66,6 +66,8 @@ class FlavorTree:
         nodes: Iterable[Node],
         non_tas_pods: Iterable[NonTASPod] = (),
     ) -> None:
+        """One piece on purpose: ``newTASFlavorSnapshot`` and its ``addNode`` / ``initialize`` steps
+        (tas_flavor_snapshot.go) in upstream's order, the tree built once per flavor."""
         self.flavor = flavor.name
         self.topology_name = topology.name
         self.levels: tuple[str, ...] = topology.levels
