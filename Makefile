@@ -30,7 +30,7 @@ $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.t
 
 install: $(STAMP) kubectl node_modules/.installed controlplane checks-tools
 
-# What a deploy needs and no more (README, "Deploying"): the CDK app and the topogov command in .venv,
+# What a deploy needs and no more (docs/deploying.md): the CDK app and the topogov command in .venv,
 # and the CDK CLI; no Go, no local cluster, no kubectl (yours talks to your cluster). `make install`
 # later adds the rest to the same .venv.
 DEPLOY_STAMP := $(VENV)/.deploy-$(shell cat requirements/runtime.txt requirements/cli.txt requirements/infra.txt requirements/deploy.txt pyproject.toml cli/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)

@@ -1,6 +1,6 @@
 """The local stack: AWS (moto server + DescribeInstanceTopology emulation) and a real Kubernetes
 control plane with the real Kueue (:mod:`topogov_local.cluster`), each a subprocess speaking real
-HTTP, seeded with a GPU fleet of KWOK nodes, and the files the README promises in
+HTTP, seeded with a GPU fleet of KWOK nodes, and the files docs/local-stack.md promises in
 ``.topogov/local/``: ``endpoints.json`` (written last: its presence means ready), ``kubeconfig``
 (cluster admin, for kubectl), ``aws-credentials``.
 

@@ -1,10 +1,10 @@
-"""The README's commands run as written (issue 13): every ``bash`` block marked
-``<!-- readme-test: local-stack -->`` is run against a local stack, command by command, in a
-directory laid out like a clone (``.venv``, ``examples``, ``teams.yaml``; the stack in
-``.topogov/local``), each in bash with the block's ``export`` lines before it. A command succeeds
-unless its comment says ``exit N``, then it must exit N. The two commands themselves: ``make local``
-is ``topogov local`` (test_cli.py runs it) and ``make test`` is what CI runs; here their targets are
-checked to be what the README says."""
+"""The README's and its guides' commands run as written (issue 13): every ``bash`` block of
+``README.md`` or ``docs/*.md`` marked ``<!-- readme-test: local-stack -->`` is run against a local
+stack, command by command, in a directory laid out like a clone (``.venv``, ``examples``,
+``teams.yaml``; the stack in ``.topogov/local``), each in bash with the block's ``export`` lines
+before it. A command succeeds unless its comment says ``exit N``, then it must exit N. The two
+commands themselves: ``make local`` is ``topogov local`` (test_cli.py runs it) and ``make test`` is
+what CI runs; here their targets are checked to be what the README says."""
 
 from __future__ import annotations
 
@@ -58,7 +58,8 @@ def commands(block: str) -> list[str]:
     return out
 
 
-BLOCKS = blocks((ROOT / "README.md").read_text())
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCKS = [b for doc in DOCUMENTS for b in blocks(doc.read_text())]
 README_COMMANDS = [(i, c) for i, b in enumerate(BLOCKS) for c in commands(b)]
 
 
@@ -79,7 +80,7 @@ def clone(tmp_path_factory):
 
 
 def test_the_readme_has_the_blocks_it_promises():
-    assert len(blocks((ROOT / "README.md").read_text())) >= 3
+    assert len(BLOCKS) >= 3
     assert any(c.startswith("kubectl describe") for _, c in README_COMMANDS)
     assert any(c.startswith("topogov submit -f examples/") for _, c in README_COMMANDS)
 

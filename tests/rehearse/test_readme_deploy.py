@@ -1,4 +1,5 @@
-"""The README's deploy block runs as written (issue 22), on a machine without Go.
+"""The deploy block of docs/deploying.md (the README's deploy guide) runs as written (issue 22), on
+a machine without Go.
 
 The block marked ``<!-- readme-test: deploy -->`` is run command by command, in bash, in a copy of
 the repository's files (what ``git ls-files`` lists, as a fresh clone has them: no ``.venv``, no
@@ -35,7 +36,7 @@ EXIT = re.compile(r"#\s*exit (\d+)")
 
 
 def deploy_block() -> str:
-    (block,) = blocks((ROOT / "README.md").read_text(), MARK)
+    (block,) = blocks((ROOT / "docs" / "deploying.md").read_text(), MARK)
     return block
 
 

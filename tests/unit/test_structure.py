@@ -1,5 +1,6 @@
 """The code's structure holds (#24): no import circle among Topogov's modules, no module importing
-another's underscore names, and every path and symbol ``docs/architecture.md`` cites exists.
+another's underscore names, every path and symbol ``docs/architecture.md`` cites exists, and every
+link of the README and its guides leads somewhere.
 
 Imports are read from the source (``ast``), at module level and inside functions alike: a circle
 closed by an import deferred into a function is still a circle for the reader."""
@@ -190,3 +191,34 @@ def test_no_function_is_over_its_trees_limit_unless_it_says_why():
     local = {k: n for k, n in found.items() if k.startswith("local/")}
     grown = {k: n for k, n in local.items() if n > LOCAL_STILL_LONG.get(k, LENGTH_LIMITS["local"])}
     assert grown == {}
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation but '-' dropped, spaces to '-'."""
+    heads = re.findall(r"^#+ (.+)$", markdown, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_every_link_of_the_readme_and_its_guides_leads_somewhere():
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(documents) >= 10
+    broken = []
+    for doc in documents:
+        text = doc.read_text(encoding="utf-8")
+        for target in LINK.findall(text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                broken.append(f"{doc.name}: {target}")
+            elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text(encoding="utf-8")):
+                broken.append(f"{doc.name}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_the_readme_is_a_front_door():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250

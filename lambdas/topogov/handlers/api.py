@@ -1,4 +1,4 @@
-"""API Lambda: the REST API (README, "The API") on Powertools' APIGatewayRestResolver (validation on).
+"""API Lambda: the REST API (docs/api.md) on Powertools' APIGatewayRestResolver (validation on).
 
 Thin: identity from the API Gateway request context only (IAM auth), one call into the service,
 one mapping of domain exceptions to HTTP. Heavy clients (boto3, kubernetes) load on first use.
@@ -98,7 +98,7 @@ def error(status: int, code: str, message: str, details: dict[str, Any] | None =
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 
-# The HTTP status of each kind of refusal (the README's table of statuses); the first class of an error's MRO
+# The HTTP status of each kind of refusal (docs/api.md's table of statuses); the first class of an error's MRO
 # found here decides, so a subclass inherits its parent's status unless listed.
 HTTP_STATUS: dict[type[Refusal], int] = {
     ValidationFailed: 400,

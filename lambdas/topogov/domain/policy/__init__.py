@@ -1,7 +1,7 @@
 """The team policy: teams, quotas, priority classes and who may act for a team (pure, no I/O except
 :func:`load_policy_file`).
 
-The policy is one YAML file (the README, "Configuring teams"). :func:`load_policy` parses it, applies the
+The policy is one YAML file (docs/policy.md). :func:`load_policy` parses it, applies the
 defaults and checks it, reporting **every** problem at once as a :class:`PolicyError` whose problems
 name the offending path dotted from the root (``teams.team-a.quota.nvidia.com/gpu: must be ≥ 0``).
 The models are frozen pydantic models; unknown keys are refused and numbers are never read from

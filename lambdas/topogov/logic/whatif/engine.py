@@ -13,7 +13,7 @@ The simulation is the service's own path, end to end, with time made up:
    request from the annotation the API writes) in the team's ClusterQueue, on the very objects the
    governor renders for this policy and fleet (:func:`topogov.domain.kueue.render`, read back by
    :mod:`topogov.domain.kueue_model.convert`). :class:`topogov.domain.kueue_model.Cluster` admits,
-   places and preempts as Kueue v0.17.0 does; cycles take no virtual time (see the README's
+   places and preempts as Kueue v0.17.0 does; cycles take no virtual time (see docs/data-scientists.md's
    agreement figures for what that leaves out).
 3. **Running**: an admitted job runs ``duration_s`` times the penalty of its placement
    (:class:`Penalty`; none unless given), then finishes; a preempted job starts over when admitted
@@ -53,7 +53,7 @@ from topogov.logic.whatif.inputs import TraceJob, as_request
 PASS_INTERVAL_S = 300.0  # the reconcile schedule (infra: rate(5 minutes))
 TOPOGOV_FALLBACK_S = 600.0  # the "topogov" regime's fallbackAfter
 # 256-GPU job, ms per step: 412 inside one network node, 631 first-fit, 905 split (the mission's
-# published example; see README, "Do Topogov's decisions help?")
+# published example; see docs/benchmarks.md, "Do Topogov's decisions help?")
 STEP_MS = {"inside": 412.0, "adjacent": 631.0, "split": 905.0}
 
 REGIMES: dict[str, str] = {
