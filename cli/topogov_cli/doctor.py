@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from topogov.domain.labels import layer_label
 from topogov_cli.common import EXIT_OK, EXIT_REFUSED, add_api_options, command
 
 Check = tuple[str, bool, str]  # (what, passed, detail or what to do)
@@ -93,9 +94,7 @@ def _cluster_checks(args: argparse.Namespace, add: Callable[[Check], None]) -> N
         add(("cluster", False, f"{kubeconfig}: {type(exc).__name__}: {str(exc)[:160]}"))
         return
     gpu = [n for n in nodes if "nvidia.com/gpu" in ((n.get("status") or {}).get("allocatable") or {})]
-    labelled = [
-        n for n in gpu if "topology.k8s.aws/network-node-layer-1" in (n["metadata"].get("labels") or {})
-    ]
+    labelled = [n for n in gpu if layer_label(1) in (n["metadata"].get("labels") or {})]
     add(("cluster", True, f"{len(nodes)} nodes, {len(gpu)} with GPUs ({kubeconfig})"))
     add((
         "topology labels", len(labelled) == len(gpu) and bool(gpu),

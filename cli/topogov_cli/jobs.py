@@ -337,9 +337,7 @@ def estimate_lines(e: Mapping[str, Any]) -> list[str]:
         out.append("  preempts   " + wrapped(_names(e["preempts"]), 13))
     for alt in e.get("alternatives") or []:
         by = f", preempting {_names(alt['preempts'])}" if alt.get("preempts") else ""
-        out.append(
-            f"  or         start now as {alt['topology'].replace('topology.k8s.aws/network-node-', '')}{by}"
-        )
+        out.append(f"  or         start now as {level_name(alt['topology'])}{by}")
     known = [b for b in e.get("bases") or [] if b.get("expected_s")]
     bases = [f"{_who(b)}: {duration(b['expected_s'])} ({b['basis']})" for b in known]
     mine = e.get("expected_duration") or {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from topogov.domain.labels import ZONE_ID_LABEL, layer_label
+from topogov.domain.labels import INSTANCE_TYPE_LABEL, ZONE_ID_LABEL, layer_label
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -50,7 +50,7 @@ def label_table(nodes: Iterable[Mapping[str, Any]], layers: int = 4) -> str:
         rows.append(
             [
                 n["metadata"]["name"],
-                labels.get("node.kubernetes.io/instance-type", ""),
+                labels.get(INSTANCE_TYPE_LABEL, ""),
                 *(labels.get(k, "") for k in keys),
             ]
         )

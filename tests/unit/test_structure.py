@@ -222,3 +222,38 @@ def test_every_link_of_the_readme_and_its_guides_leads_somewhere():
 
 def test_the_readme_is_a_front_door():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+# A label or annotation key (or a prefix of one): a DNS name of Kubernetes, Kueue, AWS or Topogov,
+# a slash, a name. Resource names (vpc.amazonaws.com/efa) and API versions (…/v1beta2) are not keys.
+LABEL_KEY_LITERAL = re.compile(
+    r"^([a-z0-9-]+\.)*(kubernetes\.io|x-k8s\.io|k8s\.aws|topogov\.io|amazonaws\.com)/[A-Za-z0-9._-]*$"
+)
+RESOURCE_NAMES = {"vpc.amazonaws.com/efa"}
+
+
+def test_label_keys_are_spelled_in_domain_labels_only():
+    spelled = []
+    for tree in ("lambdas/topogov", "cli/topogov_cli"):
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            if path == ROOT / "lambdas/topogov/domain/labels.py":
+                continue
+            module = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = {
+                id(node.body[0].value)
+                for node in ast.walk(module)
+                if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.body
+                and isinstance(node.body[0], ast.Expr)
+            }
+            for node in ast.walk(module):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and id(node) not in docstrings
+                    and LABEL_KEY_LITERAL.match(node.value)
+                    and node.value not in RESOURCE_NAMES
+                    and not re.search(r"/v\d", node.value)
+                ):
+                    spelled.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
+    assert spelled == []

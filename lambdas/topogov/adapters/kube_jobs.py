@@ -7,7 +7,7 @@ from typing import Any
 from topogov.adapters.kube import KubeHttp
 from topogov.domain.errors import Conflict, Unavailable, ValidationFailed
 from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
-from topogov.domain.placement_quality import JOB_UID_LABEL
+from topogov.domain.labels import JOB_UID_LABEL, PODSET_LABEL, WORKLOAD_JOB_UID_LABEL
 from topogov.domain.quantity import Resources, pod_requests
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
@@ -193,7 +193,7 @@ class KubeJobs:
         """The pods Kueue admitted in ``namespace`` (Kueue labels an admitted pod set's pods
         ``kueue.x-k8s.io/podset``: pkg/controller/jobframework/reconciler.go), page by page."""
         path = f"/api/v1/namespaces/{namespace}/pods"
-        items, resp = self.http.list_all(path, {"labelSelector": "kueue.x-k8s.io/podset"})
+        items, resp = self.http.list_all(path, {"labelSelector": PODSET_LABEL})
         if resp.status != 200:
             raise Unavailable(f"listing Pods in {namespace} failed: HTTP {resp.status}")
         return items
@@ -211,7 +211,7 @@ class KubeJobs:
         resp = self.http.request(
             "GET",
             f"{KUEUE}/namespaces/{namespace}/workloads",
-            query={"labelSelector": f"kueue.x-k8s.io/job-uid={job_uid}"},
+            query={"labelSelector": f"{WORKLOAD_JOB_UID_LABEL}={job_uid}"},
         )
         if resp.status != 200:
             return None

@@ -15,21 +15,20 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from topogov.domain.labels import INSTANCE_TYPE_LABEL
+from topogov.domain.labels import (
+    INSTANCE_TYPE_LABEL,
+    JOB_CONTROLLER,
+    MANAGED_BY_LABEL,
+    POD_PRIORITY_LABEL,
+    PREFERRED_ANNOTATION,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    REQUIRED_ANNOTATION,
+    SUBMITTED_BY_ANNOTATION,
+    TOPOLOGY_MODE_LABEL,
+)
 from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources, parse_quantity, pod_requests
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-JOB_CONTROLLER = "kubernetes.io/job-controller"  # the only spec.managedBy a governed Job may name
-SUBMITTED_BY_ANNOTATION = "topogov.io/submitted-by"
-# On the pod template, so every pod says what was asked and at which priority: the reconcile pass
-# reads placement quality per requested mode and the capacity view names what a domain's pods are,
-# from the one list of pods it makes (Kueue's own priority label is on the Job, not its pods).
-TOPOLOGY_MODE_LABEL = "topogov.io/topology-mode"  # required | preferred | auto | none, as asked
-POD_PRIORITY_LABEL = "topogov.io/priority-class"
 GOVERNED = (GPU, EFA, CPU, MEMORY)
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -69,7 +69,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from topogov.domain.labels import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, layer_label
+from topogov.domain.labels import (
+    HOSTNAME_LABEL,
+    INSTANCE_TYPE_LABEL,
+    KUEUE_GROUP,
+    MANAGED_BY_LABEL,
+    NAMESPACE_NAME_LABEL,
+    TEAM_LABEL,
+    layer_label,
+)
 from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import CPU, GOVERNED, GPU, MEMORY, Resources, amount_of, quantity_json
 from topogov.domain.snapshot import Snapshot
@@ -77,11 +85,8 @@ from topogov.domain.tree import NodeCapacity
 
 ApiVersion = Literal["v1beta1", "v1beta2"]
 API_VERSIONS: tuple[ApiVersion, ...] = ("v1beta1", "v1beta2")
-KUEUE_GROUP = "kueue.x-k8s.io"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
 MANAGED_BY = "topogov"
-TEAM_LABEL = "topogov.io/team"
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 TOPOLOGY_PREFIX = "topogov-"
 DEFAULT_COHORT = "topogov"
 CLUSTER_QUEUE_SUFFIX = "-clusterqueue"

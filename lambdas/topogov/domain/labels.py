@@ -17,6 +17,34 @@ ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 HYPERPOD_COMPUTE_TYPE_LABEL = "sagemaker.amazonaws.com/compute-type"
+LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"  # not-ready, unreachable, unschedulable, *-pressure, ...
+
+# The other label and annotation keys Topogov reads or writes, each spelled here only.
+# Kueue's (kueue.x-k8s.io): the Job's queue and priority, the pod template's topology request, the
+# label Kueue puts on a Workload naming its Job's uid, and on every pod of a pod set.
+KUEUE_GROUP = "kueue.x-k8s.io"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+WORKLOAD_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+# Kubernetes' own: the Job controller's labels on its pods, the namespace's name label, the
+# recommended managed-by label, and the one spec.managedBy a governed Job may name.
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pods
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+JOB_CONTROLLER = "kubernetes.io/job-controller"
+# Topogov's (topogov.io): who submitted a Job, what topology and priority its pods asked for (on the
+# pod template, so the reconcile pass reads them from the one list of pods it makes), the team of a
+# Kueue object, and the hash of what the governor last wrote (tells hand edits apart).
+SUBMITTED_BY_ANNOTATION = "topogov.io/submitted-by"
+TOPOLOGY_MODE_LABEL = "topogov.io/topology-mode"  # required | preferred | auto | none, as asked
+POD_PRIORITY_LABEL = "topogov.io/priority-class"
+TEAM_LABEL = "topogov.io/team"
+RENDERED_ANNOTATION = "topogov.io/rendered"
 
 _LAYER_RE = re.compile(r"^topology\.k8s\.aws/network-node-layer-([1-9][0-9]*)$")
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from topogov.domain.labels import INDEX_LABEL, LAYER_LABEL_PREFIX
 from topogov.domain.tree import NodeCapacity
 
 # Kueue's Workload conditions worth a line in a job's events, in the order they happen
@@ -20,9 +21,6 @@ from topogov.domain.tree import NodeCapacity
 # WorkloadPreempted, WorkloadRequeued, WorkloadFinished). Only a condition's latest transition is kept
 # on the object, so these are the last of each kind, not a history.
 KUEUE_CONDITIONS = ("QuotaReserved", "Admitted", "PodsReady", "Evicted", "Preempted", "Requeued", "Finished")
-
-
-INDEX_LABEL = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pods (the Job controller's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +63,7 @@ def layer_of(level: str | None) -> int | None:
     if not level:
         return None
     tail = level.rsplit("-", 1)[-1]
-    known = level.startswith(("topology.k8s.aws/network-node-layer-", "layer-"))
+    known = level.startswith((f"{LAYER_LABEL_PREFIX}layer-", "layer-"))
     return int(tail) if known and tail.isdigit() else None
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from topogov.domain.labels import HYPERPOD_COMPUTE_TYPE_LABEL, INSTANCE_TYPE_LABEL
+from topogov.domain.labels import HYPERPOD_COMPUTE_TYPE_LABEL, INSTANCE_TYPE_LABEL, LIFECYCLE_TAINT_PREFIX
 from topogov.domain.quantity import Resources, resources_from
 
 # aws:///<availability-zone>/<instance-id>: the provider id the AWS cloud provider sets on EC2 nodes.
@@ -51,9 +51,6 @@ def classify(provider_id: str | None, labels: Mapping[str, str] | None = None) -
     if m is None:
         return ProviderRef(NodeKind.MALFORMED)
     return ProviderRef(NodeKind.EC2, m.group("az"), m.group("id"))
-
-
-LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"  # not-ready, unreachable, unschedulable, *-pressure, ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,9 @@ from topogov.domain.jobs import (
     REQUIRED_ANNOTATION,
     TOPOLOGY_MODE_LABEL,
 )
+from topogov.domain.labels import JOB_NAME_LABEL, JOB_UID_LABEL, PODSET_LABEL
 from topogov.domain.tree import NodeCapacity
 
-JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-PODSET_LABEL = "kueue.x-k8s.io/podset"
 MODES = ("required", "preferred", "auto", "none")
 
 

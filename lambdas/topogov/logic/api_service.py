@@ -19,8 +19,8 @@ from topogov.domain.errors import (
     TopologyUnavailable,
     Unavailable,
 )
+from topogov.domain.labels import JOB_UID_LABEL, WORKLOAD_JOB_UID_LABEL
 from topogov.domain.placement import CapacityIndex
-from topogov.domain.placement_quality import JOB_UID_LABEL
 from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import RESOURCE_ATTRS, Resources
 from topogov.domain.snapshot import Snapshot
@@ -369,7 +369,7 @@ class ApiService:
                 continue
             live = {j["metadata"]["name"]: j for j in self.jobs.list_jobs(namespace)}
             by_uid = {
-                (w.get("metadata") or {}).get("labels", {}).get("kueue.x-k8s.io/job-uid"): w
+                (w.get("metadata") or {}).get("labels", {}).get(WORKLOAD_JOB_UID_LABEL): w
                 for w in self.jobs.workloads(namespace)
             }
             pods_by_uid: dict[str, list[dict[str, Any]]] = {}

@@ -21,9 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from topogov.domain.labels import HOSTNAME_LABEL
 from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources, parse_quantity
 
-HOSTNAME = "kubernetes.io/hostname"
+HOSTNAME = HOSTNAME_LABEL
 PODS = "pods"
 
 Requests = Mapping[str, int]

@@ -56,6 +56,7 @@ plan from reads, apply the writes).
 
 from __future__ import annotations
 
+from topogov.domain.labels import RENDERED_ANNOTATION
 from topogov.logic.governor.drift import (
     corrected,
     drift,
@@ -70,7 +71,6 @@ from topogov.logic.governor.drift import (
 from topogov.logic.governor.plan import (
     DRAIN,
     KINDS,
-    RENDERED_ANNOTATION,
     SYMBOL,
     WRITES,
     Action,

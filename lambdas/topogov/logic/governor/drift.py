@@ -16,8 +16,9 @@ from topogov.domain.kueue import (
     NAMESPACE_NAME_LABEL,
     topology_object,
 )
+from topogov.domain.labels import RENDERED_ANNOTATION
 from topogov.domain.quantity import parse_quantity
-from topogov.logic.governor.plan import EXACT_UNDER, QUANTITY_FIELDS, RENDERED_ANNOTATION
+from topogov.logic.governor.plan import EXACT_UNDER, QUANTITY_FIELDS
 
 # --- drift (pure) ------------------------------------------------------------------------------------
 

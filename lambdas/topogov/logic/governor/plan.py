@@ -36,7 +36,6 @@ WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads"
 DRAIN = "HoldAndDrain"
 LOG = logging.getLogger("topogov.governor")
 LOG.addHandler(logging.NullHandler())  # a library's logger: silent unless the caller configures one
-RENDERED_ANNOTATION = "topogov.io/rendered"  # hash of what Topogov last wrote: tells hand edits apart
 
 
 Obj = dict[str, Any]  # a Kubernetes object as JSON

@@ -15,6 +15,7 @@ from topogov.domain.kueue import (
     flavors_from_snapshot,
     render,
 )
+from topogov.domain.labels import KUEUE_GROUP
 from topogov.domain.policy import Policy
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
@@ -77,7 +78,7 @@ class Governor:
 
     @property
     def group_version(self) -> str:
-        return f"kueue.x-k8s.io/{self.api_version}"
+        return f"{KUEUE_GROUP}/{self.api_version}"
 
     def desired(self, policy: Policy, flavors: list[FlavorInput]) -> list[dict[str, Any]]:
         return render(policy, flavors, api_version=self.api_version, cohort=self.cohort)

@@ -45,7 +45,16 @@ from topogov.domain.kueue_model.convert import nodes_of, objects_of
 from topogov.domain.labels import INSTANCE_TYPE_LABEL
 from topogov.domain.placement import CapacityIndex, tightest_level
 from topogov.domain.policy import Policy
-from topogov.domain.quantity import Resources, over_cap, over_cap_message, resources_from
+from topogov.domain.quantity import (
+    CPU,
+    EFA,
+    GPU,
+    MEMORY,
+    Resources,
+    over_cap,
+    over_cap_message,
+    resources_from,
+)
 from topogov.domain.tree import NodeCapacity
 from topogov.logic.admission import Admission, decide
 from topogov.logic.whatif.inputs import TraceJob, as_request
@@ -362,10 +371,10 @@ class Simulation:
         wl = self.workloads[name]
         per_pod = wl.pod_sets[0].requests
         pod = Resources(
-            gpu=per_pod.get("nvidia.com/gpu", 0),
-            efa=per_pod.get("vpc.amazonaws.com/efa", 0),
-            cpu_m=per_pod.get("cpu", 0),
-            memory=per_pod.get("memory", 0),
+            gpu=per_pod.get(GPU, 0),
+            efa=per_pod.get(EFA, 0),
+            cpu_m=per_pod.get(CPU, 0),
+            memory=per_pod.get(MEMORY, 0),
         )
         for h in hosts:
             self.used[h] = self.used.get(h, Resources()) + pod if sign > 0 else self.used[h] - pod

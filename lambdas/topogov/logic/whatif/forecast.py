@@ -34,7 +34,7 @@ from topogov.domain.kueue_model import Cluster, PodSetAdmission, TopologyRequest
 from topogov.domain.kueue_model.convert import nodes_of, objects_of
 from topogov.domain.labels import layer_label, layer_of
 from topogov.domain.policy import Policy
-from topogov.domain.quantity import Resources
+from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources
 from topogov.domain.tree import NodeCapacity
 
 HORIZON_S = 14 * 24 * 3600.0  # an estimate further out than two weeks is "not within the horizon"
@@ -125,10 +125,10 @@ class Model:
                     continue
                 u = ps.usage
                 one = Resources(
-                    gpu=u.get("nvidia.com/gpu", 0) // ps.count,
-                    efa=u.get("vpc.amazonaws.com/efa", 0) // ps.count,
-                    cpu_m=u.get("cpu", 0) // ps.count,
-                    memory=u.get("memory", 0) // ps.count,
+                    gpu=u.get(GPU, 0) // ps.count,
+                    efa=u.get(EFA, 0) // ps.count,
+                    cpu_m=u.get(CPU, 0) // ps.count,
+                    memory=u.get(MEMORY, 0) // ps.count,
                 )
                 for values, n in ps.topology.domains:
                     host = values[-1]
