@@ -67,7 +67,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _every_aws_call_of_a_local_function_is_allowed_by_its_deployed_role():
     """Least privilege, observed in every suite: a local stack's functions call AWS with sessions of
     their deployed roles, judged against those roles' policies and the real resource ARNs
-    (topogov_local.moto_iam); a module whose stacks saw a call refused fails, naming each call."""
+    (topogov_local.aws.iam); a module whose stacks saw a call refused fails, naming each call."""
     stack = sys.modules.get("topogov_local.stack")
     before = len(stack.IAM_DENIED) if stack else 0
     yield

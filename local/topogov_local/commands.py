@@ -38,55 +38,55 @@ def _exit_now_if_the_command_is_the_process(code: int) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from topogov_local.bench import run
+    from topogov_local.bench.reconcile import run
 
     return run(args)
 
 
 def _bench_governor(args: argparse.Namespace) -> int:
-    from topogov_local.bench import run_governor
+    from topogov_local.bench.reconcile import run_governor
 
     return run_governor(args)
 
 
 def _bench_api(args: argparse.Namespace) -> int:
-    from topogov_local.bench import run_api
+    from topogov_local.bench.reconcile import run_api
 
     return run_api(args)
 
 
 def _bench_admission(args: argparse.Namespace) -> int:
-    from topogov_local.bench_admission import run_admission
+    from topogov_local.bench.admission import run_admission
 
     return run_admission(args)
 
 
 def _bench_policies(args: argparse.Namespace) -> int:
-    from topogov_local.bench_policies import run
+    from topogov_local.bench.policies import run
 
     return run(args)
 
 
 def _bench_simulate(args: argparse.Namespace) -> int:
-    from topogov_local.bench_policies import run_speed
+    from topogov_local.bench.policies import run_speed
 
     return run_speed(args)
 
 
 def _bench_estimate(args: argparse.Namespace) -> int:
-    from topogov_local.bench_estimate import run
+    from topogov_local.bench.estimate import run
 
     return run(args)
 
 
 def _bench_placement(args: argparse.Namespace) -> int:
-    from topogov_local.bench_placement import run
+    from topogov_local.bench.placement import run
 
     return run(args)
 
 
 def _bench_coldstart(args: argparse.Namespace) -> int:
-    from topogov_local.bench_coldstart import run
+    from topogov_local.bench.coldstart import run
 
     return run(args)
 

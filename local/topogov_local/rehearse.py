@@ -67,7 +67,7 @@ class RehearsalError(RuntimeError):
 
 # --- the emulator ----------------------------------------------------------------------------------
 class Emulator:
-    """The moto server of :mod:`topogov_local.moto_server`, IAM enforcement off until :meth:`enforce_iam`."""
+    """The moto server of :mod:`topogov_local.aws.server`, IAM enforcement off until :meth:`enforce_iam`."""
 
     def __init__(self, directory: Path, *, port: int = 0, env: Mapping[str, str] | None = None) -> None:
         self.dir = Path(directory)
@@ -82,7 +82,7 @@ class Emulator:
         port = self.port or free_port()
         self.proc = ManagedProcess(
             "aws",
-            python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(port), "--quiet"),
+            python_module("topogov_local.aws.server", "--host", "127.0.0.1", "--port", str(port), "--quiet"),
             env={
                 # moto scans its ~1,300 default AMIs on every RunInstances; nothing here needs one.
                 "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
@@ -127,7 +127,7 @@ class Emulator:
 
     def enforce_sessions(self, on: bool) -> None:
         """Judge every request signed with temporary credentials (the functions' role sessions)
-        against their policies, whatever :meth:`enforce_iam` says (:mod:`topogov_local.moto_iam`)."""
+        against their policies, whatever :meth:`enforce_iam` says (:mod:`topogov_local.aws.iam`)."""
         self.control("POST", "/_topogov/iam/enforce-sessions", raw=b"on" if on else b"off")
 
     def decisions(self) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from infra import layer
-from topogov_local import bench_coldstart as bench
+from topogov_local.bench import coldstart as bench
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 60_000_000  # bytes, unzipped

@@ -19,7 +19,7 @@ import pytest
 
 import app as appmod
 from infra.names import PIP_PLATFORM
-from topogov_local import bench_coldstart as bench
+from topogov_local.bench import coldstart as bench
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTEXT = {

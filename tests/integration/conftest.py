@@ -19,7 +19,7 @@ def start_aws(tmp_path_factory, rate: float, burst: int = 1) -> ManagedProcess:
     log = tmp_path_factory.mktemp("aws") / "aws.log"
     proc = ManagedProcess(
         "aws",
-        python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(free_port())),
+        python_module("topogov_local.aws.server", "--host", "127.0.0.1", "--port", str(free_port())),
         env={"TOPOGOV_EC2_TOPOLOGY_RATE": str(rate), "TOPOGOV_EC2_TOPOLOGY_BURST": str(burst)},
         log_path=log,
     )

@@ -65,7 +65,7 @@ def _start_server(extra_env: dict[str, str] | None = None) -> tuple[subprocess.P
     env.update(extra_env or {})
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by the caller
     proc = subprocess.Popen(
-        [sys.executable, "-m", "topogov_local.moto_server", "--host", "127.0.0.1", "--port", "0", "--quiet"],
+        [sys.executable, "-m", "topogov_local.aws.server", "--host", "127.0.0.1", "--port", "0", "--quiet"],
         stdout=subprocess.PIPE,
         stderr=log,
         env=env,
@@ -681,7 +681,7 @@ def test_default_configuration_is_served(url: str) -> None:
 
 
 def test_start_in_thread_serves_the_action() -> None:
-    from topogov_local.moto_server import start_in_thread
+    from topogov_local.aws.server import start_in_thread
 
     server, base = start_in_thread()
     try:

@@ -1,4 +1,4 @@
-"""IAM enforcement for temporary credentials only (topogov_local.moto_iam, ``enforce-sessions``): what
+"""IAM enforcement for temporary credentials only (topogov_local.aws.iam, ``enforce-sessions``): what
 lets every suite judge the local functions' calls against their deployed roles while the tests' own
 set-up keeps moto's default account. Against the moto server, over HTTP."""
 

@@ -81,7 +81,7 @@ def test_a_config_map_only_cluster_is_a_clear_error_with_the_fix(aws_url):
     """Access entries (how the stack grants the roles) need authentication mode API or
     API_AND_CONFIG_MAP (EKS User Guide, grant-k8s-access.html). DescribeCluster reports the mode in
     ``accessConfig``; a cluster the EKS API creates without one is CONFIG_MAP (the emulator keeps the
-    mode as EKS does: topogov_local.moto_eks)."""
+    mode as EKS does: topogov_local.aws.eks)."""
     from topogov.domain.errors import ConfigError
 
     eks = aws_client(aws_url, "eks")

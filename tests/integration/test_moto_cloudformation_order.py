@@ -1,4 +1,4 @@
-"""CloudFormation's dependency order in the emulator's updates (topogov_local.moto_cloudformation): a
+"""CloudFormation's dependency order in the emulator's updates (topogov_local.aws.cloudformation): a
 new ``AWS::Lambda::Version`` is published after the function it refers to is updated, so a change of the
 layer alone reaches the version the alias then points at. boto3 against the moto server, over HTTP."""
 

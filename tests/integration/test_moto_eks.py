@@ -1,4 +1,4 @@
-"""EKS in the emulator (topogov_local.moto_eks): a cluster's authentication mode and endpoint access as
+"""EKS in the emulator (topogov_local.aws.eks): a cluster's authentication mode and endpoint access as
 DescribeCluster answers them, UpdateClusterConfig, and the access-entry API refused on a CONFIG_MAP
 cluster. boto3 against the moto server, over HTTP."""
 

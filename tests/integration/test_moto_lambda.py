@@ -1,4 +1,4 @@
-"""Lambda's account rules in the emulator (topogov_local.moto_lambda): the account's concurrency limit,
+"""Lambda's account rules in the emulator (topogov_local.aws.lambdas): the account's concurrency limit,
 what a reservation may leave unreserved, and that a VPC function's role can create network
 interfaces. boto3 against the moto server, over HTTP."""
 

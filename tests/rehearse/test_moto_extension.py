@@ -9,8 +9,8 @@ import json
 import pytest
 
 from tests.rehearse.conftest import ROOT
-from topogov_local.moto_cloudformation import REPLACEMENT_PROPERTIES, bucket_and_key, plan_update
-from topogov_local.moto_iam import dynamodb_checks, eks_resource
+from topogov_local.aws.cloudformation import REPLACEMENT_PROPERTIES, bucket_and_key, plan_update
+from topogov_local.aws.iam import dynamodb_checks, eks_resource
 
 SPEC = ROOT / "node_modules" / "aws-cdk" / "db.json.gz"
 

@@ -1,7 +1,7 @@
 """The private-cluster variant in a new account, rehearsed (issue 22): ``cdk deploy`` with ``vpcId`` /
 ``subnetIds`` / ``securityGroupId`` (a VPC, subnets and a security group created in the emulator) into
 an account whose Lambda concurrency limit is a new account's 10, with ``apiReservedConcurrency=0``.
-The emulator refuses what Lambda refuses (topogov_local.moto_lambda): a VPC function whose role cannot
+The emulator refuses what Lambda refuses (topogov_local.aws.lambdas): a VPC function whose role cannot
 create network interfaces, a reservation that leaves less than the minimum unreserved. Its own
 emulator, so the default stack's lifecycle (test_rehearse.py) is not touched."""
 

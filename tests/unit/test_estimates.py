@@ -11,7 +11,7 @@ import pytest
 
 from topogov.logic.api_service import ApiService
 from topogov.logic.whatif.forecast import Expected, Model, Queued, Running, forecast
-from topogov_local.bench_estimate import _Jobs, _stamp, build
+from topogov_local.bench.estimate import _Jobs, _stamp, build
 
 
 @pytest.fixture(scope="module")

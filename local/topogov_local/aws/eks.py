@@ -1,6 +1,6 @@
 """EKS's side of the local stack that moto lacks: access entries and a cluster's endpoint.
 
-* **Access entries** (``AWS::EKS::AccessEntry``, created by :mod:`topogov_local.moto_cloudformation`):
+* **Access entries** (``AWS::EKS::AccessEntry``, created by :mod:`topogov_local.aws.cloudformation`):
   what ``CreateAccessEntry`` keeps — cluster, principal ARN, Kubernetes groups, username, type — with
   its rules (https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html): the
   cluster must exist (``ResourceNotFoundException``), one entry per principal

@@ -1,5 +1,5 @@
 """What moto's CloudFormation lacks for ``cdk deploy`` / ``cdk destroy`` of this app (installed by
-:func:`install`, from :mod:`topogov_local.moto_server`). Each rule follows the AWS behaviour cited.
+:func:`install`, from :mod:`topogov_local.aws.server`). Each rule follows the AWS behaviour cited.
 
 One module of 1,200 lines on purpose: its parts patch the same few moto classes (the stack, the
 change set, the resource map) and must be installed together and in order; split, a reader would
@@ -19,7 +19,7 @@ chase one update's path through several files. The sections below are its table 
    list them as properties CloudFormation applies on create and update without interruption).
 3. **Resource types moto does not create** (it skips them with a warning, so nothing exists behind
    them): ``AWS::S3::BucketPolicy``, ``AWS::SQS::QueuePolicy``, ``AWS::SNS::TopicPolicy``,
-   ``AWS::EKS::AccessEntry`` (kept in :mod:`topogov_local.moto_eks`, read by the local EKS
+   ``AWS::EKS::AccessEntry`` (kept in :mod:`topogov_local.aws.eks`, read by the local EKS
    endpoint), ``AWS::CloudWatch::Alarm``, ``AWS::ApiGateway::Stage``,
    ``AWS::ApiGateway::RequestValidator``, ``AWS::ApiGateway::Account``,
    ``AWS::Lambda::EventInvokeConfig``, ``AWS::CDK::Metadata`` (no service object; CloudFormation
@@ -436,7 +436,7 @@ _EKS_STATUS = {
 
 def refusal_of(exc: BaseException) -> tuple[str, int]:
     """``(message, HTTP status)`` of a service's refusal raised inside moto."""
-    from topogov_local import moto_eks
+    from topogov_local.aws import eks as moto_eks
 
     if isinstance(exc, moto_eks.EksError):
         return str(exc), _EKS_STATUS.get(exc.code, 400)
@@ -845,7 +845,7 @@ def _models() -> list[type]:
             return f"{props['ClusterName']}|{props['PrincipalArn']}"
 
         def get_cfn_attribute(self, attribute_name: str) -> Any:
-            from topogov_local import moto_eks
+            from topogov_local.aws import eks as moto_eks
 
             entry = moto_eks.get_entry(
                 self.account_id, self.region, self.props["ClusterName"], self.props["PrincipalArn"]
@@ -853,12 +853,12 @@ def _models() -> list[type]:
             return entry["accessEntryArn"] if entry else None
 
         def apply(self) -> None:
-            from topogov_local import moto_eks
+            from topogov_local.aws import eks as moto_eks
 
             moto_eks.create_entry(self.account_id, self.region, self.props)
 
         def unapply(self) -> None:
-            from topogov_local import moto_eks
+            from topogov_local.aws import eks as moto_eks
 
             moto_eks.delete_entry(
                 self.account_id, self.region, self.props["ClusterName"], self.props["PrincipalArn"]

@@ -1,5 +1,5 @@
 """IAM enforcement against the real resource, and a record of every decision (moto extension,
-installed by :func:`install` from :mod:`topogov_local.moto_server`).
+installed by :func:`install` from :mod:`topogov_local.aws.server`).
 
 moto evaluates identity policies when ``INITIAL_NO_AUTH_ACTION_COUNT`` is reached (``POST
 /moto-api/reset-auth``), but against the resource ``*`` unless a service's responses name the

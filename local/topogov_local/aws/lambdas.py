@@ -1,5 +1,5 @@
 """Lambda's account rules that moto does not enforce (moto extension, installed by :func:`install` from
-:mod:`topogov_local.moto_server`).
+:mod:`topogov_local.aws.server`).
 
 **Account concurrency.** An account has a concurrency limit per region (1,000 by default; a new
 account may have as few as 10: "Lambda quotas", https://docs.aws.amazon.com/lambda/latest/dg/
@@ -34,7 +34,7 @@ AWSLambdaVPCAccessExecutionRole ("Giving Lambda functions access to resources in
 execution role permissions, https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc.html).
 ``CreateFunction`` with a ``VpcConfig`` naming subnets, and ``UpdateFunctionConfiguration`` (or a
 CloudFormation update) that sets a ``VpcConfig`` or the ``Role`` of a VPC function, judge the role's
-policies (inline and attached, with :func:`topogov_local.moto_iam.resource_policy_decision`: an
+policies (inline and attached, with :func:`topogov_local.aws.iam.resource_policy_decision`: an
 explicit Deny wins, else an Allow) and refuse, as Lambda does, with ``InvalidParameterValueException``
 (HTTP 400) "The provided execution role does not have permissions to call CreateNetworkInterface on
 EC2" (the first action missing is named). Lambda checks when the function is configured, not when it
@@ -161,7 +161,7 @@ def role_documents(account_id: str, role_arn: str) -> list[dict[str, Any]]:
 
 
 def role_allows(documents: list[dict[str, Any]], action: str, resource: str) -> bool:
-    from topogov_local.moto_iam import resource_policy_decision
+    from topogov_local.aws.iam import resource_policy_decision
 
     decisions = {resource_policy_decision(doc, action, resource, {}) for doc in documents}
     return "PERMITTED" in decisions and "DENIED" not in decisions

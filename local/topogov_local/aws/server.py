@@ -1,18 +1,18 @@
 """Launch a moto server (all services, as ``moto_server`` does) with DescribeInstanceTopology.
 
-    python -m topogov_local.moto_server --host 127.0.0.1 --port 5000 [--quiet]
+    python -m topogov_local.aws.server --host 127.0.0.1 --port 5000 [--quiet]
 
 Installs the project's extensions of moto — :mod:`topogov_local.ec2_topology`
-(DescribeInstanceTopology), :mod:`topogov_local.moto_cloudformation` (what ``cdk deploy``/``cdk
+(DescribeInstanceTopology), :mod:`topogov_local.aws.cloudformation` (what ``cdk deploy``/``cdk
 destroy`` need: template URLs, the resource types and properties moto skips, updates that replace
-only what CloudFormation replaces), :mod:`topogov_local.moto_iam` (IAM enforcement against each
-request's real resource ARN, with a record of every decision), :mod:`topogov_local.moto_eks`
-(access entries, a cluster's real endpoint) and :mod:`topogov_local.moto_lambda` (the account's
+only what CloudFormation replaces), :mod:`topogov_local.aws.iam` (IAM enforcement against each
+request's real resource ARN, with a record of every decision), :mod:`topogov_local.aws.eks`
+(access entries, a cluster's real endpoint) and :mod:`topogov_local.aws.lambdas` (the account's
 concurrency limit and what a reservation may leave unreserved) — and serves moto in server mode plus
 the control routes: ``/_topogov/ec2/`` (see :func:`topogov_local.ec2_topology.handle_control_request`),
 DynamoDB fault injection under ``/_topogov/dynamodb/faults`` (see :class:`DynamoFaults`),
 ``/_topogov/iam/decisions``, ``/_topogov/sts/presigned-caller-identity``, ``/_topogov/eks/...``,
-``/_topogov/lambda/account`` (see :mod:`topogov_local.moto_lambda`) and
+``/_topogov/lambda/account`` (see :mod:`topogov_local.aws.lambdas`) and
 ``/_topogov/cloudformation/updates``. Prints ``ready <url>`` on one line to stdout and runs until
 SIGINT/SIGTERM (exit status 0). ``--port 0`` picks a free port; the ``ready`` line carries the real one.
 
@@ -38,7 +38,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from topogov_local import ec2_topology, moto_cloudformation, moto_eks, moto_iam, moto_lambda
+from topogov_local import ec2_topology
+from topogov_local.aws import cloudformation as moto_cloudformation
+from topogov_local.aws import eks as moto_eks
+from topogov_local.aws import iam as moto_iam
+from topogov_local.aws import lambdas as moto_lambda
 
 __all__ = ["ControlMiddleware", "RunningServer", "build_app", "main", "start_in_thread"]
 
@@ -305,7 +309,7 @@ def start_in_thread(host: str = "127.0.0.1", port: int = 0) -> tuple[RunningServ
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m topogov_local.moto_server",
+        prog="python -m topogov_local.aws.server",
         description="moto server with EC2 DescribeInstanceTopology emulation",
     )
     parser.add_argument("-H", "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

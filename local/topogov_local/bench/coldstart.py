@@ -34,7 +34,7 @@ from typing import Any
 
 from topogov_cli.common import EXIT_OK
 
-ROOT = Path(__file__).resolve().parents[2]  # local/topogov_local/ -> the repository
+ROOT = Path(__file__).resolve().parents[3]  # local/topogov_local/bench/ -> the repository
 CODE = ROOT / "lambdas"  # the topogov package: what the function asset copies
 POLICY = ROOT / "teams.yaml"
 TEAM_A = "arn:aws:iam::123456789012:user/topogov-team-a"
@@ -187,13 +187,13 @@ def aws(workdir: Path, nodes: int = 64) -> Iterator[dict[str, str]]:
     from topogov.adapters.snapshot_store import S3SnapshotStore
     from topogov.adapters.tables import create_tables
     from topogov.settings import ApiSettings
-    from topogov_local.bench import synthetic_snapshot
+    from topogov_local.bench.reconcile import synthetic_snapshot
     from topogov_local.processes import ManagedProcess, free_port, python_module
 
     port = free_port()
     moto = ManagedProcess(
         "aws",
-        python_module("topogov_local.moto_server", "--host", "127.0.0.1", "--port", str(port)),
+        python_module("topogov_local.aws.server", "--host", "127.0.0.1", "--port", str(port)),
         env={"MOTO_EC2_LOAD_DEFAULT_AMIS": "false"},
         log_path=workdir / "aws.log",
     )

@@ -130,7 +130,7 @@ def build(
     from topogov.domain.snapshot import Snapshot
     from topogov.logic.whatif.engine import Simulation
     from topogov.logic.whatif.inputs import synthetic_fleet
-    from topogov_local.bench_policies import ACME_SHARES, acme_policy
+    from topogov_local.bench.policies import ACME_SHARES, acme_policy
     from topogov_local.traces import acme_seren
 
     nodes = synthetic_fleet("p5.48xlarge", (max(1, nodes_n // 8 // 50), 5, 10), 8)

@@ -28,7 +28,7 @@ from typing import Any
 
 from topogov_cli.common import EXIT_OK, EXIT_USAGE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # local/topogov_local/bench/ -> the repository
 EXAMPLES = ROOT / "examples" / "whatif"
 REGIMES = ("plain-kueue", "preferred", "required", "topogov")
 TRACES = ("walkthrough", "acme-seren")
