@@ -103,6 +103,22 @@ def _id_page(text: str) -> int:
 
 
 def add_parsers(sub: Any) -> None:
+    """``topogov local`` and ``topogov bench`` (with one parser per benchmark), added to the CLI."""
+    _local_parser(sub)
+    bench = sub.add_parser("bench", help="benchmarks", description="Benchmarks against the local stack.")
+    bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    _bench_reconcile_parser(bsub)
+    _bench_api_parser(bsub)
+    _bench_governor_parser(bsub)
+    _bench_admission_parser(bsub)
+    _bench_policies_parser(bsub)
+    _bench_simulate_parser(bsub)
+    _bench_estimate_parser(bsub)
+    _bench_placement_parser(bsub)
+    _bench_coldstart_parser(bsub)
+
+
+def _local_parser(sub: Any) -> None:
     local = sub.add_parser(
         "local",
         help="run the local stack (AWS on moto, Kubernetes, Kueue, the functions) with a walkthrough",
@@ -133,8 +149,8 @@ def add_parsers(sub: Any) -> None:
     )
     local.set_defaults(func=_local)
 
-    bench = sub.add_parser("bench", help="benchmarks", description="Benchmarks against the local stack.")
-    bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+
+def _bench_reconcile_parser(bsub: Any) -> None:
     brec = bsub.add_parser(
         "reconcile",
         help="reconcile passes (first, steady, drift, new) at N nodes",
@@ -154,6 +170,9 @@ def add_parsers(sub: Any) -> None:
         "--labelled-by-eks", action="store_true", help="the nodes start with EKS's own topology labels"
     )
     brec.set_defaults(func=_bench)
+
+
+def _bench_api_parser(bsub: Any) -> None:
     bapi = bsub.add_parser(
         "api",
         help="API latency (decision, dry run, submission) and cold-start import time",
@@ -163,6 +182,9 @@ def add_parsers(sub: Any) -> None:
     bapi.add_argument("--runs", type=int, default=200, help="samples per measurement (200)")
     bapi.add_argument("--json", action="store_true", help="one JSON object per measurement")
     bapi.set_defaults(func=_bench_api)
+
+
+def _bench_governor_parser(bsub: Any) -> None:
     bgov = bsub.add_parser(
         "governor",
         help="governor passes (first, steady, drift): Kubernetes calls and CPU at N GPU nodes",
@@ -172,6 +194,9 @@ def add_parsers(sub: Any) -> None:
     bgov.add_argument("--policy", type=Path, default=Path("teams.yaml"), help="team policy (teams.yaml)")
     bgov.add_argument("--json", action="store_true", help="one JSON object per pass")
     bgov.set_defaults(func=_bench_governor)
+
+
+def _bench_admission_parser(bsub: Any) -> None:
     badm = bsub.add_parser(
         "admission",
         help="the Kueue model: one placement and one admission cycle at N nodes; the real Kueue's latency",
@@ -188,6 +213,9 @@ def add_parsers(sub: Any) -> None:
     )
     badm.add_argument("--json", action="store_true", help="one JSON object per measurement")
     badm.set_defaults(func=_bench_admission)
+
+
+def _bench_policies_parser(bsub: Any) -> None:
     bpol = bsub.add_parser(
         "policies",
         help="Topogov's topology decisions against plain Kueue, on the same trace and fleet (the model)",
@@ -206,6 +234,9 @@ def add_parsers(sub: Any) -> None:
     )
     bpol.add_argument("--json", action="store_true", help="one JSON object per simulation")
     bpol.set_defaults(func=_bench_policies)
+
+
+def _bench_simulate_parser(bsub: Any) -> None:
     bsim = bsub.add_parser(
         "simulate",
         help="the trace simulator's speed: a week of Seren-shaped jobs on N nodes, CPU seconds",
@@ -215,6 +246,9 @@ def add_parsers(sub: Any) -> None:
     bsim.add_argument("--jobs", type=int, action="append", help="jobs (repeatable; default 5000, 20000)")
     bsim.add_argument("--json", action="store_true", help="one JSON object per run")
     bsim.set_defaults(func=_bench_simulate)
+
+
+def _bench_estimate_parser(bsub: Any) -> None:
     best = bsub.add_parser(
         "estimate",
         help="a pending job's start estimate in the API at N nodes: ms per estimate",
@@ -226,6 +260,9 @@ def add_parsers(sub: Any) -> None:
     best.add_argument("--runs", type=int, default=5, help="pending jobs estimated, spread over the queue (5)")
     best.add_argument("--json", action="store_true", help="one JSON object per fleet size")
     best.set_defaults(func=_bench_estimate)
+
+
+def _bench_placement_parser(bsub: Any) -> None:
     bpla = bsub.add_parser(
         "placement",
         help="placement quality, capacity view and a waiting job's closest domain: CPU at N nodes",
@@ -240,6 +277,9 @@ def add_parsers(sub: Any) -> None:
     bpla.add_argument("--runs", type=int, default=20, help="samples per measurement (20)")
     bpla.add_argument("--json", action="store_true", help="one JSON object per measurement")
     bpla.set_defaults(func=_bench_placement)
+
+
+def _bench_coldstart_parser(bsub: Any) -> None:
     bcold = bsub.add_parser(
         "coldstart",
         help="cold start before/after: layer size, handler imports, import + first dry run, SnapStart",
