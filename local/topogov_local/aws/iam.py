@@ -365,11 +365,16 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    _install_judging()
+    _install_service_checks()
+    _install_bucket_policies()
+
+
+def _install_judging() -> None:
+    """Every request judged by :func:`enforced`, each decision recorded, signatures over the body
+    as signed."""
     from moto.core.authorization import ActionAuthenticatorMixin
-    from moto.dynamodb.responses import DynamoHandler
-    from moto.eks.responses import EKSResponse
     from moto.iam.access_control import IAMRequestBase
-    from moto.s3.responses import S3Response
 
     def authorize_action(self: Any, iam_request_cls: type, resource: str = "*") -> None:
         """moto's own, with :func:`enforced` deciding whether the request is judged."""
@@ -415,6 +420,15 @@ def install() -> None:
 
     IAMRequestBase._create_aws_request = create_aws_request  # type: ignore[method-assign]
 
+
+def _install_service_checks() -> None:
+    """DynamoDB per table and per transaction item, EKS per cluster, S3 GetObject of a missing key
+    as AWS answers it: each request judged against its real resource."""
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.eks.responses import EKSResponse
+    from moto.s3.responses import S3Response
+
     def dynamodb_authorize(self: Any, resource: str = "*") -> None:
         action = self._get_action()
         params = getattr(self, "params", None)
@@ -452,6 +466,8 @@ def install() -> None:
 
     S3Response._authenticate_and_authorize_s3_action = s3_authorize  # type: ignore[method-assign]
 
+
+def _install_bucket_policies() -> None:
     from moto.iam.access_control import PermissionResult
     from moto.s3.models import FakeBucket
 
