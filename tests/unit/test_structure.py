@@ -165,7 +165,6 @@ LOCAL_STILL_LONG = {
     "local/topogov_local/cluster/controlplane.py::_start": 152,
     "local/topogov_local/apigw/auth.py::authenticate": 126,
     "local/topogov_local/aws/eks.py::_install_responses": 112,
-    "local/topogov_local/bench/admission.py::bench_kueue_perf_shape": 109,
 }
 
 

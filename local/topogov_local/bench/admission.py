@@ -196,6 +196,13 @@ def bench_cycles(nodes: int, pending: int, seed: int = 1) -> list[dict[str, Any]
 
 def bench_kueue_perf_shape() -> dict[str, Any]:
     """Kueue's TAS performance-test shape on the model, on a virtual clock (see the module docstring)."""
+    cluster, events, runtime, klass = _perf_shape()
+    return _replay_perf_shape(cluster, events, runtime, klass)
+
+
+def _perf_shape() -> tuple[Any, list[tuple[float, int, str, Any]], dict[str, float], dict[str, str]]:
+    """The shape's cluster (640 nodes, 30 ClusterQueues in 5 cohorts) and its 15,000 submissions as a
+    heap of events, with each workload's run time and class."""
     import heapq
 
     from topogov.domain.kueue_model import (
@@ -267,6 +274,17 @@ def bench_kueue_perf_shape() -> dict[str, Any]:
                 seq += 1
     heapq.heapify(events)
     cluster = Cluster(nodes=nodes, flavors=[flavor], topologies=[topology], cluster_queues=queues)
+    return cluster, events, runtime, klass
+
+
+def _replay_perf_shape(
+    cluster: Any, events: list[tuple[float, int, str, Any]], runtime: dict[str, float], klass: dict[str, str]
+) -> dict[str, Any]:
+    """The events replayed on a virtual clock: submissions, finishes of runs not preempted since,
+    the model's admissions and preemptions; the model's CPU seconds and each class's mean wait."""
+    import heapq
+
+    seq = len(events)
     created_at = {wl.name: t for t, _, kind, wl in events if kind == "submit"}
     waits: dict[str, list[float]] = {}
     runs: dict[str, int] = {}
