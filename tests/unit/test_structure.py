@@ -164,7 +164,6 @@ LOCAL_STILL_LONG = {
     "local/topogov_local/aws/cloudformation.py::install": 220,
     "local/topogov_local/cluster/controlplane.py::_start": 152,
     "local/topogov_local/apigw/auth.py::authenticate": 126,
-    "local/topogov_local/aws/eks.py::_install_responses": 112,
 }
 
 

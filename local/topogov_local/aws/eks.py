@@ -198,19 +198,19 @@ def _entry_view(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _install_responses() -> None:
-    import json
-    from urllib.parse import unquote
+    _install_cluster_config()
+    _install_access_entries()
 
-    from moto.eks import urls
-    from moto.eks.exceptions import InvalidRequestException, ResourceInUseException, ResourceNotFoundException
+
+def _install_cluster_config() -> None:
+    """A cluster's ``accessConfig`` (EKS's default mode, validated at create, changed by
+    UpdateClusterConfig) and its endpoint access with EKS's defaults."""
+    import json
+
+    from moto.eks.exceptions import InvalidRequestException
     from moto.eks.models import Cluster
     from moto.eks.responses import EKSResponse
 
-    errors = {
-        "InvalidRequestException": InvalidRequestException,
-        "ResourceInUseException": ResourceInUseException,
-        "ResourceNotFoundException": ResourceNotFoundException,
-    }
     original_init = Cluster.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -251,6 +251,23 @@ def _install_responses() -> None:
         return 200, {}, json.dumps(_update_answer(kind, params))
 
     EKSResponse.update_cluster_config = update_cluster_config  # type: ignore[method-assign]
+
+
+def _install_access_entries() -> None:
+    """CreateAccessEntry, DescribeAccessEntry, ListAccessEntries and DeleteAccessEntry, with EKS's
+    errors, and their routes."""
+    import json
+    from urllib.parse import unquote
+
+    from moto.eks import urls
+    from moto.eks.exceptions import InvalidRequestException, ResourceInUseException, ResourceNotFoundException
+    from moto.eks.responses import EKSResponse
+
+    errors = {
+        "InvalidRequestException": InvalidRequestException,
+        "ResourceInUseException": ResourceInUseException,
+        "ResourceNotFoundException": ResourceNotFoundException,
+    }
 
     def entry_call(self: Any, call: Any) -> Any:
         try:
