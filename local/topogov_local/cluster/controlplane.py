@@ -161,12 +161,14 @@ class ControlPlane:
         return self
 
     def _start(self) -> None:
+        """etcd, kube-apiserver, the controller manager and the scheduler, KWOK, Kueue, the RBAC
+        manifest and the fault proxy, each started once the one before it answers its probe."""
         started = time.monotonic()
         bins = build.ensure_built()
         self.timings["build"] = time.monotonic() - started
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.dir / "etcd", ignore_errors=True)
-        pki = self.pki = make_pki(self.dir / "pki")
+        self.pki = make_pki(self.dir / "pki")
         names = (
             "etcd",
             "etcd-peer",
@@ -181,8 +183,23 @@ class ControlPlane:
         )
         self.ports = {name: free_port() for name in names}
         self.addressed.set()
-        p = self.ports
+        self._start_etcd(bins)
+        self._start_apiserver(bins)
+        self._write_kubeconfigs()
+        self._start_controllers(bins)
+        admin = self.admin()
+        if self.with_nodes:
+            self._start_kwok(bins)
+        if self.with_kueue:
+            self._start_kueue(bins)
+        if self.rbac is not None:
+            self.apply([d for d in yaml.safe_load_all(self.rbac.read_text()) if d])
+        self._start_proxy()
+        del admin
+        self.timings["total"] = time.monotonic() - started
 
+    def _start_etcd(self, bins: Path) -> None:
+        p = self.ports
         self._run(
             "etcd",
             [
@@ -210,6 +227,9 @@ class ControlPlane:
             lambda: _probe(f"http://127.0.0.1:{p['etcd']}/health"),
         )
 
+    def _start_apiserver(self, bins: Path) -> None:
+        assert self.pki is not None
+        p, pki = self.ports, self.pki
         d = pki.directory
         self._run(
             "kube-apiserver",
@@ -239,8 +259,11 @@ class ControlPlane:
             lambda: _probe(f"{self.apiserver_url}/readyz", pki.ca),
             timeout_s=90,
         )
-        self._write_kubeconfigs()
 
+    def _start_controllers(self, bins: Path) -> None:
+        """The controller manager (the Job and node lifecycle controllers among them) and the scheduler."""
+        assert self.pki is not None
+        p, d = self.ports, self.pki.directory
         self._run(
             "kube-controller-manager",
             [
@@ -273,26 +296,26 @@ class ControlPlane:
             lambda: _probe(f"https://127.0.0.1:{p['scheduler']}/readyz"),
         )
 
-        admin = self.admin()
-        if self.with_nodes:
-            kwok_dir = build.module_dir("sigs.k8s.io/kwok", build.KWOK_VERSION, "kwok")
-            self.apply(manifests.kwok_rbac(kwok_dir))
-            config = self.dir / "kwok.yaml"
-            config.write_text(yaml.safe_dump_all(manifests.kwok_configuration(kwok_dir, port=p["kwok"])))
-            self._run(
-                "kwok",
-                [
-                    str(bins / "kwok"),
-                    f"--kubeconfig={self._component_kubeconfig('kwok')}",
-                    f"--config={config}",
-                ],
-                lambda: _probe(f"http://127.0.0.1:{p['kwok']}/healthz"),
-            )
+    def _start_kwok(self, bins: Path) -> None:
+        p = self.ports
+        kwok_dir = build.module_dir("sigs.k8s.io/kwok", build.KWOK_VERSION, "kwok")
+        self.apply(manifests.kwok_rbac(kwok_dir))
+        config = self.dir / "kwok.yaml"
+        config.write_text(yaml.safe_dump_all(manifests.kwok_configuration(kwok_dir, port=p["kwok"])))
+        self._run(
+            "kwok",
+            [
+                str(bins / "kwok"),
+                f"--kubeconfig={self._component_kubeconfig('kwok')}",
+                f"--config={config}",
+            ],
+            lambda: _probe(f"http://127.0.0.1:{p['kwok']}/healthz"),
+        )
 
-        if self.with_kueue:
-            self._start_kueue(bins)
-        if self.rbac is not None:
-            self.apply([d for d in yaml.safe_load_all(self.rbac.read_text()) if d])
+    def _start_proxy(self) -> None:
+        """The fault proxy in front of the API server (the tests' faults; the functions' endpoint)."""
+        assert self.pki is not None
+        p, pki, d = self.ports, self.pki, self.pki.directory
         self._run(
             "proxy",
             python_module(
@@ -310,8 +333,6 @@ class ControlPlane:
             ),
             env={"TOPOGOV_PROXY_ADMIN_TOKEN": pki.token("admin")},
         )
-        del admin
-        self.timings["total"] = time.monotonic() - started
 
     def _start_kueue(self, bins: Path) -> None:
         assert self.pki is not None
