@@ -162,7 +162,6 @@ ONE_PIECE = "One piece on purpose"
 LOCAL_STILL_LONG = {
     "local/topogov_local/aws/cloudformation.py::_models": 411,
     "local/topogov_local/aws/cloudformation.py::install": 220,
-    "local/topogov_local/apigw/auth.py::authenticate": 126,
 }
 
 

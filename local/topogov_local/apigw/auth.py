@@ -218,6 +218,38 @@ def authenticate(
         raise GatewayError(403, MISSING_AUTHENTICATION_TOKEN, "MissingAuthenticationTokenException")
 
     algorithm, params = _parse_authorization(authorization)
+    _require_parts(params, headers, authorization)
+    amz_date = _check_date(headers, now, max_skew_s)
+    signed_headers = params["SignedHeaders"]
+    header_names = signed_headers.split(";")
+    if "host" not in (name.lower() for name in header_names):
+        raise _invalid("'Host' must be a 'SignedHeader' in the AWS Authorization.")
+    if algorithm != ALGORITHM:
+        raise _incomplete(f"Unsupported AWS 'algorithm': '{algorithm}' (only {ALGORITHM} for now). ")
+
+    key_id, scope_date, scope_region, scope_service, terminator = _scope(
+        params["Credential"], region, amz_date
+    )
+    caller = callers.get(key_id)
+    if caller is None:
+        raise _unrecognized()
+
+    _check_signature(
+        method, raw_path, raw_query, headers, body, params, caller, amz_date,
+        (scope_date, scope_region, scope_service, terminator),
+    )  # fmt: skip
+
+    token = headers.get("X-Amz-Security-Token")
+    if caller.session_token is not None:
+        if token is None or not hmac.compare_digest(token.encode(), caller.session_token.encode()):
+            raise _unrecognized()
+    elif token:
+        raise _unrecognized()
+    return caller
+
+
+def _require_parts(params: Mapping[str, str], headers: Message, authorization: str) -> None:
+    """Credential, Signature and SignedHeaders, and a date header: API Gateway names each missing one."""
     missing = "".join(
         f"Authorization header requires '{name}' parameter. "
         for name in ("Credential", "Signature", "SignedHeaders")
@@ -228,6 +260,9 @@ def authenticate(
     if missing:
         raise _incomplete(f"{missing}Authorization={authorization}")
 
+
+def _check_date(headers: Message, now: dt.datetime, max_skew_s: int) -> str:
+    """The request's date (``X-Amz-Date`` form), within ``max_skew_s`` of ``now`` either way."""
     amz_date, signed_at = _parse_date(headers)
     now = now.astimezone(dt.UTC).replace(microsecond=0)
     skew = dt.timedelta(seconds=max_skew_s)
@@ -241,15 +276,12 @@ def authenticate(
             f"Signature not yet current: {amz_date} is still later than {_stamp(now + skew)} "
             f"({_stamp(now)} + {_skew_text(max_skew_s)})"
         )
+    return amz_date
 
-    signed_headers = params["SignedHeaders"]
-    header_names = signed_headers.split(";")
-    if "host" not in (name.lower() for name in header_names):
-        raise _invalid("'Host' must be a 'SignedHeader' in the AWS Authorization.")
-    if algorithm != ALGORITHM:
-        raise _incomplete(f"Unsupported AWS 'algorithm': '{algorithm}' (only {ALGORITHM} for now). ")
 
-    credential = params["Credential"]
+def _scope(credential: str, region: str, amz_date: str) -> tuple[str, str, str, str, str]:
+    """The credential's key id and scope (date, region, service, terminator), each checked, every
+    problem named in one answer as API Gateway does."""
     scope = credential.rstrip("/").split("/")
     if len(scope) != 5:
         raise _incomplete(
@@ -273,11 +305,25 @@ def authenticate(
         )
     if problems:
         raise _invalid(problems)
+    return key_id, scope_date, scope_region, scope_service, terminator
 
-    caller = callers.get(key_id)
-    if caller is None:
-        raise _unrecognized()
 
+def _check_signature(
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Message,
+    body: bytes,
+    params: Mapping[str, str],
+    caller: Caller,
+    amz_date: str,
+    scope: tuple[str, str, str, str],
+) -> None:
+    """The signature SigV4 gives this request under the caller's secret, against the one it carries."""
+    scope_date, scope_region, scope_service, terminator = scope
+    signed_headers = params["SignedHeaders"]
+    header_names = signed_headers.split(";")
+    key_id = params["Credential"].split("/", 1)[0]
     # The payload hash is the body's own. A client that sent X-Amz-Content-Sha256 signed with that
     # value: it is honoured when it is the real hash (or UNSIGNED-PAYLOAD); any other value does not
     # describe this body, so the signature cannot match.
@@ -315,11 +361,3 @@ def authenticate(
             string_to_sign,
         )
         raise _invalid(SIGNATURE_MISMATCH)
-
-    token = headers.get("X-Amz-Security-Token")
-    if caller.session_token is not None:
-        if token is None or not hmac.compare_digest(token.encode(), caller.session_token.encode()):
-            raise _unrecognized()
-    elif token:
-        raise _unrecognized()
-    return caller
