@@ -687,88 +687,105 @@ _IN_PLACE: dict[str, Any] = {
 
 
 # --- 3. resource types -------------------------------------------------------------------------
+class _Base:
+    """A CloudFormation-created object of another service: its physical id and its JSON. (moto
+    finds models as the *direct* subclasses of CloudFormationModel: each type below names both.)"""
+
+    TYPE = ""
+
+    def __init__(self, physical_id: str, props: dict[str, Any], account_id: str, region: str) -> None:
+        self.physical_resource_id = physical_id
+        self.props = props
+        self.account_id = account_id
+        self.region = region
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return ""
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return True
+
+    def is_created(self) -> bool:
+        return True
+
+    def get_cfn_attribute(self, attribute_name: str) -> Any:
+        return self.physical_resource_id
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kw: Any
+    ) -> Any:
+        props = cloudformation_json.get("Properties") or {}
+        obj = cls(cls.physical_id_for(resource_name, props), props, account_id, region_name)
+        obj.apply()
+        return obj
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        props = cloudformation_json.get("Properties") or {}
+        original_resource.unapply()
+        original_resource.props = props
+        original_resource.apply()
+        return original_resource
+
+    @classmethod
+    def delete_from_cloudformation_json(
+        cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
+    ) -> None:
+        cls(resource_name, cloudformation_json.get("Properties") or {}, account_id, region_name).unapply()
+
+    def delete(self, account_id: str, region: str) -> None:
+        self.unapply()
+
+    @classmethod
+    def physical_id_for(cls, resource_name: str, props: dict[str, Any]) -> str:
+        return resource_name
+
+    def apply(self) -> None:
+        pass
+
+    def unapply(self) -> None:
+        pass
+
+
+def _typed(name: str) -> Any:
+    """A model's ``cloudformation_type``: the static method moto calls for the type's name."""
+
+    def cloudformation_type() -> str:
+        return name
+
+    return staticmethod(cloudformation_type)
+
+
 def _models() -> list[type]:
+    """The resource types moto lacks, each a direct subclass of moto's CloudFormationModel (how moto
+    finds them), on a common base; built on first use, as moto is imported only then."""
     from moto.core.common_models import CloudFormationModel
 
-    class _Base:
-        """A CloudFormation-created object of another service: its physical id and its JSON. (moto
-        finds models as the *direct* subclasses of CloudFormationModel: each type below names both.)"""
+    return [
+        *_policy_models(CloudFormationModel),
+        *_eks_and_alarm_models(CloudFormationModel),
+        *_api_gateway_models(CloudFormationModel),
+        *_lambda_models(CloudFormationModel),
+    ]
 
-        TYPE = ""
 
-        def __init__(self, physical_id: str, props: dict[str, Any], account_id: str, region: str) -> None:
-            self.physical_resource_id = physical_id
-            self.props = props
-            self.account_id = account_id
-            self.region = region
+def _policy_models(model: Any) -> list[type]:
+    """The resource policies: a bucket's, a queue's, a topic's."""
 
-        @staticmethod
-        def cloudformation_name_type() -> str:
-            return ""
-
-        @classmethod
-        def has_cfn_attr(cls, attr: str) -> bool:
-            return True
-
-        def is_created(self) -> bool:
-            return True
-
-        def get_cfn_attribute(self, attribute_name: str) -> Any:
-            return self.physical_resource_id
-
-        @classmethod
-        def create_from_cloudformation_json(
-            cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kw: Any
-        ) -> Any:
-            props = cloudformation_json.get("Properties") or {}
-            obj = cls(cls.physical_id_for(resource_name, props), props, account_id, region_name)
-            obj.apply()
-            return obj
-
-        @classmethod
-        def update_from_cloudformation_json(
-            cls,
-            original_resource: Any,
-            new_resource_name: str,
-            cloudformation_json: Any,
-            account_id: str,
-            region_name: str,
-        ) -> Any:
-            props = cloudformation_json.get("Properties") or {}
-            original_resource.unapply()
-            original_resource.props = props
-            original_resource.apply()
-            return original_resource
-
-        @classmethod
-        def delete_from_cloudformation_json(
-            cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str
-        ) -> None:
-            cls(resource_name, cloudformation_json.get("Properties") or {}, account_id, region_name).unapply()
-
-        def delete(self, account_id: str, region: str) -> None:
-            self.unapply()
-
-        @classmethod
-        def physical_id_for(cls, resource_name: str, props: dict[str, Any]) -> str:
-            return resource_name
-
-        def apply(self) -> None:
-            pass
-
-        def unapply(self) -> None:
-            pass
-
-    def typed(name: str) -> Any:
-        def cloudformation_type() -> str:
-            return name
-
-        return staticmethod(cloudformation_type)
-
-    class BucketPolicy(_Base, CloudFormationModel):
+    class BucketPolicy(_Base, model):
         """``PutBucketPolicy`` on ``Bucket`` (Ref: the bucket name)."""
 
-        cloudformation_type = typed("AWS::S3::BucketPolicy")
+        cloudformation_type = _typed("AWS::S3::BucketPolicy")
 
         def _backend(self) -> Any:
             from moto.s3.models import s3_backends
@@ -786,10 +803,10 @@ def _models() -> list[type]:
             with contextlib.suppress(Exception):  # the bucket (retained or not) may be gone
                 self._backend().delete_bucket_policy(self.props["Bucket"])
 
-    class QueuePolicy(_Base, CloudFormationModel):
+    class QueuePolicy(_Base, model):
         """``SetQueueAttributes Policy`` on each of ``Queues`` (queue URLs)."""
 
-        cloudformation_type = typed("AWS::SQS::QueuePolicy")
+        cloudformation_type = _typed("AWS::SQS::QueuePolicy")
 
         def _set(self, value: str) -> None:
             from moto.sqs.models import sqs_backends
@@ -807,10 +824,10 @@ def _models() -> list[type]:
         def unapply(self) -> None:
             self._set("")
 
-    class TopicPolicy(_Base, CloudFormationModel):
+    class TopicPolicy(_Base, model):
         """``SetTopicAttributes Policy`` on each of ``Topics`` (topic ARNs)."""
 
-        cloudformation_type = typed("AWS::SNS::TopicPolicy")
+        cloudformation_type = _typed("AWS::SNS::TopicPolicy")
 
         def _set(self, value: str | None) -> None:
             import contextlib
@@ -834,11 +851,17 @@ def _models() -> list[type]:
         def unapply(self) -> None:
             self._set(None)
 
-    class AccessEntry(_Base, CloudFormationModel):
+    return [BucketPolicy, QueuePolicy, TopicPolicy]
+
+
+def _eks_and_alarm_models(model: Any) -> list[type]:
+    """An EKS access entry and a CloudWatch alarm."""
+
+    class AccessEntry(_Base, model):
         """An EKS access entry (``CreateAccessEntry``): the cluster must exist (EKS answers
         ResourceNotFoundException), one entry per principal. Ref: ``<cluster>|<principal ARN>``."""
 
-        cloudformation_type = typed("AWS::EKS::AccessEntry")
+        cloudformation_type = _typed("AWS::EKS::AccessEntry")
 
         @classmethod
         def physical_id_for(cls, resource_name: str, props: dict[str, Any]) -> str:
@@ -864,10 +887,10 @@ def _models() -> list[type]:
                 self.account_id, self.region, self.props["ClusterName"], self.props["PrincipalArn"]
             )
 
-    class Alarm(_Base, CloudFormationModel):
+    class Alarm(_Base, model):
         """``PutMetricAlarm`` (the name CloudFormation generates unless ``AlarmName`` is given)."""
 
-        cloudformation_type = typed("AWS::CloudWatch::Alarm")
+        cloudformation_type = _typed("AWS::CloudWatch::Alarm")
 
         @classmethod
         def physical_id_for(cls, resource_name: str, props: dict[str, Any]) -> str:
@@ -904,11 +927,20 @@ def _models() -> list[type]:
 
             cloudwatch_backends[self.account_id][self.region].delete_alarms([self.physical_resource_id])
 
-    class Stage(_Base, CloudFormationModel):
+    return [AccessEntry, Alarm]
+
+
+def _api_gateway_models(model: Any) -> list[type]:
+    """API Gateway's stage, request validator and account settings."""
+    return [_stage_model(model), *_api_gateway_settings_models(model)]
+
+
+def _stage_model(model: Any) -> type:
+    class Stage(_Base, model):
         """``CreateStage`` with the deployment, tracing, access-log settings and method settings
         (keys ``<resource path, / as ~1>/<method>``, ``*/*`` for all, as GetStage shows them)."""
 
-        cloudformation_type = typed("AWS::ApiGateway::Stage")
+        cloudformation_type = _typed("AWS::ApiGateway::Stage")
 
         @classmethod
         def physical_id_for(cls, resource_name: str, props: dict[str, Any]) -> str:
@@ -963,10 +995,14 @@ def _models() -> list[type]:
             with contextlib.suppress(Exception):
                 self._backend().delete_stage(self.props["RestApiId"], self.physical_resource_id)
 
-    class RequestValidator(_Base, CloudFormationModel):
+    return Stage
+
+
+def _api_gateway_settings_models(model: Any) -> list[type]:
+    class RequestValidator(_Base, model):
         """``CreateRequestValidator``; Ref: its id."""
 
-        cloudformation_type = typed("AWS::ApiGateway::RequestValidator")
+        cloudformation_type = _typed("AWS::ApiGateway::RequestValidator")
 
         def apply(self) -> None:
             from moto.apigateway.models import apigateway_backends
@@ -990,10 +1026,10 @@ def _models() -> list[type]:
                     self.props["RestApiId"], self.physical_resource_id
                 )
 
-    class ApiGatewayAccount(_Base, CloudFormationModel):
+    class ApiGatewayAccount(_Base, model):
         """``UpdateAccount /cloudwatchRoleArn`` (one per account and region)."""
 
-        cloudformation_type = typed("AWS::ApiGateway::Account")
+        cloudformation_type = _typed("AWS::ApiGateway::Account")
 
         def apply(self) -> None:
             from moto.apigateway.models import apigateway_backends
@@ -1004,10 +1040,16 @@ def _models() -> list[type]:
                     [{"op": "replace", "path": "/cloudwatchRoleArn", "value": role}]
                 )
 
-    class EventInvokeConfig(_Base, CloudFormationModel):
+    return [RequestValidator, ApiGatewayAccount]
+
+
+def _lambda_models(model: Any) -> list[type]:
+    """A function's event-invoke configuration and alias, and the CDK's metadata."""
+
+    class EventInvokeConfig(_Base, model):
         """``PutFunctionEventInvokeConfig`` (retries, maximum event age, destinations)."""
 
-        cloudformation_type = typed("AWS::Lambda::EventInvokeConfig")
+        cloudformation_type = _typed("AWS::Lambda::EventInvokeConfig")
 
         def _backend(self) -> Any:
             from moto.awslambda.models import lambda_backends
@@ -1031,10 +1073,10 @@ def _models() -> list[type]:
             with contextlib.suppress(Exception):
                 self._backend().delete_function_event_invoke_config(self.props["FunctionName"])
 
-    class LambdaAliasModel(_Base, CloudFormationModel):
+    class LambdaAliasModel(_Base, model):
         """``CreateAlias`` (Ref and ``AliasArn``: the alias ARN, ``<function ARN>:<name>``)."""
 
-        cloudformation_type = typed("AWS::Lambda::Alias")
+        cloudformation_type = _typed("AWS::Lambda::Alias")
 
         def _backend(self) -> Any:
             from moto.awslambda.models import lambda_backends
@@ -1080,24 +1122,12 @@ def _models() -> list[type]:
             alias.update(props.get("Description"), str(props["FunctionVersion"]), props.get("RoutingConfig"))
             return original_resource
 
-    class CdkMetadata(_Base, CloudFormationModel):
+    class CdkMetadata(_Base, model):
         """The CDK's version report: CloudFormation stores it; no service object."""
 
-        cloudformation_type = typed("AWS::CDK::Metadata")
+        cloudformation_type = _typed("AWS::CDK::Metadata")
 
-    return [
-        BucketPolicy,
-        QueuePolicy,
-        TopicPolicy,
-        AccessEntry,
-        Alarm,
-        Stage,
-        RequestValidator,
-        ApiGatewayAccount,
-        EventInvokeConfig,
-        LambdaAliasModel,
-        CdkMetadata,
-    ]
+    return [EventInvokeConfig, LambdaAliasModel, CdkMetadata]
 
 
 _MODELS: list[type] = []
