@@ -157,11 +157,6 @@ def test_every_path_and_name_the_architecture_cites_exists():
 # "One piece on purpose" and why (the Kueue model's functions that follow upstream's step by step).
 LENGTH_LIMITS = {"lambdas": 60, "cli": 60, "infra": 60, "local": 100}
 ONE_PIECE = "One piece on purpose"
-# The local stack's functions still over its limit (#24 item 3, not done for them yet), at their
-# length today: none may grow, and none may join them.
-LOCAL_STILL_LONG = {
-    "local/topogov_local/aws/cloudformation.py::install": 220,
-}
 
 
 def long_functions() -> dict[str, int]:
@@ -178,12 +173,7 @@ def long_functions() -> dict[str, int]:
 
 
 def test_no_function_is_over_its_trees_limit_unless_it_says_why():
-    found = long_functions()
-    service = {k: n for k, n in found.items() if not k.startswith("local/")}
-    assert service == {}
-    local = {k: n for k, n in found.items() if k.startswith("local/")}
-    grown = {k: n for k, n in local.items() if n > LOCAL_STILL_LONG.get(k, LENGTH_LIMITS["local"])}
-    assert grown == {}
+    assert long_functions() == {}
 
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")

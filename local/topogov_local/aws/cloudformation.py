@@ -1183,10 +1183,20 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    _install_templates_and_models()
+    _install_function_updates()
+    _install_physical_ids()
+    _install_updates()
+    _install_change_set_calls()
+    _install_parameters()
+
+
+def _install_templates_and_models() -> None:
+    """Template URLs on the emulator, every service's models registered before the types moto lacks,
+    and what the creates of a table, a bucket, a function and a method add."""
     import moto.cloudformation.models as models
     import moto.cloudformation.responses as responses
     import moto.cloudformation.utils as utils
-    from moto.cloudformation.parsing import ResourceMap
 
     for module in (utils, responses, models):
         module.get_stack_from_s3_url = get_stack_from_s3_url  # type: ignore[attr-defined]
@@ -1223,6 +1233,12 @@ def install() -> None:
 
     _wrap_create(LambdaFunction, _function_extras, by_object=True)
     _wrap_create(Method, _method_extras, by_object=True)
+
+
+def _install_function_updates() -> None:
+    """A function's update as CloudFormation makes it, and its configuration as Lambda reports it."""
+    from moto.awslambda.models import LambdaFunction
+
     original_update_fn = LambdaFunction.update_from_cloudformation_json.__func__  # type: ignore[attr-defined]
 
     def update_function(
@@ -1259,6 +1275,9 @@ def install() -> None:
 
     LambdaFunction.get_configuration = get_configuration  # type: ignore[method-assign]
 
+
+def _install_physical_ids() -> None:
+    """The physical ids CloudFormation shows where moto's models have none, and DeleteStack of a RestApi."""
     # The physical ids CloudFormation shows (DescribeStackResources) where moto's models have none.
     from moto.apigateway.models import Deployment
     from moto.awslambda.models import LayerVersion
@@ -1276,6 +1295,12 @@ def install() -> None:
             backend.delete_rest_api(self.id)
 
     RestAPI.delete = delete_rest_api  # type: ignore[attr-defined]
+
+
+def _install_updates() -> None:
+    """Updates that replace only what CloudFormation replaces, in dependency order."""
+    import moto.cloudformation.models as models
+    from moto.cloudformation.parsing import ResourceMap
 
     ResourceMap.update = _resource_map_update  # type: ignore[method-assign]
     _patch_resource_failures()
@@ -1320,6 +1345,11 @@ def install() -> None:
 
     models.CloudFormationBackend.execute_change_set = execute_change_set  # type: ignore[method-assign]
 
+
+def _install_change_set_calls() -> None:
+    """DeleteChangeSet and DescribeChangeSet with CloudFormation's answers and errors."""
+    import moto.cloudformation.models as models
+    import moto.cloudformation.responses as responses
     from moto.cloudformation.exceptions import CloudFormationError
 
     class ChangeSetNotFound(CloudFormationError):
@@ -1386,6 +1416,11 @@ def install() -> None:
                     del self.change_sets[cs_id]
 
     models.CloudFormationBackend.execute_change_set = execute_and_clear  # type: ignore[method-assign]
+
+
+def _install_parameters() -> None:
+    """``UsePreviousValue`` of a stack's parameters."""
+    import moto.cloudformation.models as models
 
     def stack_parameters(self: Any) -> dict[str, Any]:
         """The previous value of each parameter (rule 6 of the module doc)."""
