@@ -88,39 +88,38 @@ class Observability(Construct):
         }
         if config.alarm_topic_arn:  # the operator's topic: its policy must let CloudWatch publish
             return sns.Topic.from_topic_arn(self, "Alarms", config.alarm_topic_arn)
-        else:
-            self.key = kms.Key(
-                self,
-                "AlarmsKey",
-                description="Topogov alarm topic: CloudWatch alarms of this account may publish",
-                enable_key_rotation=True,
-                removal_policy=RemovalPolicy.DESTROY,
-                pending_window=Duration.days(7),
+        self.key = kms.Key(
+            self,
+            "AlarmsKey",
+            description="Topogov alarm topic: CloudWatch alarms of this account may publish",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(7),
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal(CLOUDWATCH)],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions=from_this_account,
             )
-            self.key.add_to_resource_policy(
-                iam.PolicyStatement(
-                    sid="CloudWatchAlarmsPublish",
-                    principals=[iam.ServicePrincipal(CLOUDWATCH)],
-                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                    resources=["*"],  # in a key policy, "*" is this key
-                    conditions=from_this_account,
-                )
+        )
+        topic = sns.Topic(
+            self, "Alarms", display_name="Topogov alarms", enforce_ssl=True, master_key=self.key
+        )
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal(CLOUDWATCH)],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions=from_this_account,
             )
-            topic = sns.Topic(
-                self, "Alarms", display_name="Topogov alarms", enforce_ssl=True, master_key=self.key
-            )
-            topic.add_to_resource_policy(
-                iam.PolicyStatement(
-                    sid="CloudWatchAlarmsPublish",
-                    principals=[iam.ServicePrincipal(CLOUDWATCH)],
-                    actions=["sns:Publish"],
-                    resources=[topic.topic_arn],
-                    conditions=from_this_account,
-                )
-            )
-            if config.alarm_email:
-                topic.add_subscription(subs.EmailSubscription(config.alarm_email))
-            return topic
+        )
+        if config.alarm_email:
+            topic.add_subscription(subs.EmailSubscription(config.alarm_email))
+        return topic
 
     def _alarm(
         self,

@@ -537,7 +537,7 @@ def kube_http(aws: Aws, name: str, cluster: Mapping[str, Any], kubeconfig: str |
 def kueue_checks(
     aws: Aws, ctx: Context, name: str, cluster: Mapping[str, Any], kubeconfig: str | None
 ) -> list[Check]:
-    from topogov.domain.kueue import KUEUE_GROUP
+    from topogov.domain.labels import KUEUE_GROUP
 
     try:
         http = kube_http(aws, name, cluster, kubeconfig)

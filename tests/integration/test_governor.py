@@ -13,7 +13,7 @@ import json
 import pytest
 
 from topogov.adapters.kube_objects import KubeObjects, object_path
-from topogov.domain.kueue import MANAGED_BY_LABEL
+from topogov.domain.labels import MANAGED_BY_LABEL
 from topogov.domain.policy import load_policy as _load_text
 from topogov.logic.governor import Action, Governor, format_plan
 

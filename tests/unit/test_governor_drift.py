@@ -6,9 +6,8 @@ from __future__ import annotations
 import copy
 import datetime as dt
 
-from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
+from topogov.domain.labels import PREFERRED_ANNOTATION, RENDERED_ANNOTATION, REQUIRED_ANNOTATION
 from topogov.logic.governor import (
-    RENDERED_ANNOTATION,
     Action,
     Change,
     Plan,

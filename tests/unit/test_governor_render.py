@@ -35,7 +35,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topogov.domain.jobs import PREFERRED_ANNOTATION, PRIORITY_LABEL, QUEUE_LABEL, REQUIRED_ANNOTATION
 from topogov.domain.kueue import (
     FlavorInput,
     cluster_queue_name,
@@ -45,7 +44,15 @@ from topogov.domain.kueue import (
     split,
     split_resources,
 )
-from topogov.domain.labels import HOSTNAME_LABEL, layer_label, layer_of
+from topogov.domain.labels import (
+    HOSTNAME_LABEL,
+    PREFERRED_ANNOTATION,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    REQUIRED_ANNOTATION,
+    layer_label,
+    layer_of,
+)
 from topogov.domain.policy import GOVERNED, amount_of, load_policy, load_policy_file
 from topogov.domain.quantity import Resources, parse_quantity
 from topogov.domain.snapshot import Snapshot

@@ -6,8 +6,13 @@ from typing import Any
 
 from topogov.adapters.kube import KubeHttp
 from topogov.domain.errors import Conflict, Unavailable, ValidationFailed
-from topogov.domain.jobs import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
-from topogov.domain.labels import JOB_UID_LABEL, PODSET_LABEL, WORKLOAD_JOB_UID_LABEL
+from topogov.domain.labels import (
+    JOB_UID_LABEL,
+    PODSET_LABEL,
+    PREFERRED_ANNOTATION,
+    REQUIRED_ANNOTATION,
+    WORKLOAD_JOB_UID_LABEL,
+)
 from topogov.domain.quantity import Resources, pod_requests
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"

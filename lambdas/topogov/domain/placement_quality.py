@@ -15,13 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from topogov.domain.jobs import (
+from topogov.domain.labels import (
+    JOB_NAME_LABEL,
+    JOB_UID_LABEL,
     POD_PRIORITY_LABEL,
+    PODSET_LABEL,
     PREFERRED_ANNOTATION,
     REQUIRED_ANNOTATION,
     TOPOLOGY_MODE_LABEL,
 )
-from topogov.domain.labels import JOB_NAME_LABEL, JOB_UID_LABEL, PODSET_LABEL
 from topogov.domain.tree import NodeCapacity
 
 MODES = ("required", "preferred", "auto", "none")

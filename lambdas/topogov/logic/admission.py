@@ -18,7 +18,6 @@ from topogov.domain.errors import (
     ValidationFailed,
 )
 from topogov.domain.jobs import (
-    PRIORITY_LABEL,
     JobShape,
     ManifestProblem,
     Placement,
@@ -27,6 +26,7 @@ from topogov.domain.jobs import (
     render_job,
     requests_from,
 )
+from topogov.domain.labels import PRIORITY_LABEL
 from topogov.domain.placement import (
     CapacityIndex,
     KueuePick,

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from topogov.domain.jobs import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, job_status
+from topogov.domain.jobs import job_status
+from topogov.domain.labels import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 from topogov.domain.policy import Policy
 from topogov.logic.ports import LedgerPort
 

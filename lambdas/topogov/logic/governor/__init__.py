@@ -56,7 +56,6 @@ plan from reads, apply the writes).
 
 from __future__ import annotations
 
-from topogov.domain.labels import RENDERED_ANNOTATION
 from topogov.logic.governor.drift import (
     corrected,
     drift,
@@ -85,7 +84,6 @@ from topogov.logic.governor.reconciler import Governor
 __all__ = [
     "DRAIN",
     "KINDS",
-    "RENDERED_ANNOTATION",
     "SYMBOL",
     "WRITES",
     "Action",

@@ -10,13 +10,8 @@ from collections.abc import Mapping
 from decimal import InvalidOperation
 from typing import Any
 
-from topogov.domain.kueue import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-    NAMESPACE_NAME_LABEL,
-    topology_object,
-)
-from topogov.domain.labels import RENDERED_ANNOTATION
+from topogov.domain.kueue import MANAGED_BY, topology_object
+from topogov.domain.labels import MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, RENDERED_ANNOTATION
 from topogov.domain.quantity import parse_quantity
 from topogov.logic.governor.plan import EXACT_UNDER, QUANTITY_FIELDS
 

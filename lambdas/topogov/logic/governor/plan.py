@@ -11,10 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from topogov.domain.kueue import (
-    MANAGED_BY,
-    MANAGED_BY_LABEL,
-)
+from topogov.domain.kueue import MANAGED_BY
+from topogov.domain.labels import MANAGED_BY_LABEL
 
 OWNED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # Creation order: what an object refers to exists before it. Deletion runs the other way.

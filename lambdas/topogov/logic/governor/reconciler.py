@@ -8,14 +8,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from topogov.domain.errors import KubernetesError
-from topogov.domain.kueue import (
-    TEAM_LABEL,
-    ApiVersion,
-    FlavorInput,
-    flavors_from_snapshot,
-    render,
-)
-from topogov.domain.labels import KUEUE_GROUP
+from topogov.domain.kueue import ApiVersion, FlavorInput, flavors_from_snapshot, render
+from topogov.domain.labels import KUEUE_GROUP, TEAM_LABEL
 from topogov.domain.policy import Policy
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
