@@ -102,6 +102,7 @@ bench: install
 	$(BIN)/topogov bench policies
 	$(BIN)/topogov bench simulate
 	$(BIN)/topogov bench estimate
+	$(BIN)/topogov bench kueue-perf
 
 # Cold start before/after pruning the layer and with SnapStart (needs PyPI, or TOPOGOV_WHEELHOUSE).
 bench-coldstart: install

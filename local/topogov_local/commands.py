@@ -61,6 +61,12 @@ def _bench_admission(args: argparse.Namespace) -> int:
     return run_admission(args)
 
 
+def _bench_kueue_perf(args: argparse.Namespace) -> int:
+    from topogov_local.bench.kueue_perf import run
+
+    return run(args)
+
+
 def _bench_policies(args: argparse.Namespace) -> int:
     from topogov_local.bench.policies import run
 
@@ -111,6 +117,7 @@ def add_parsers(sub: Any) -> None:
     _bench_api_parser(bsub)
     _bench_governor_parser(bsub)
     _bench_admission_parser(bsub)
+    _bench_kueue_perf_parser(bsub)
     _bench_policies_parser(bsub)
     _bench_simulate_parser(bsub)
     _bench_estimate_parser(bsub)
@@ -213,6 +220,22 @@ def _bench_admission_parser(bsub: Any) -> None:
     )
     badm.add_argument("--json", action="store_true", help="one JSON object per measurement")
     badm.set_defaults(func=_bench_admission)
+
+
+def _bench_kueue_perf_parser(bsub: Any) -> None:
+    bkp = bsub.add_parser(
+        "kueue-perf",
+        help="Kueue's own TAS performance test run here, beside the model's timed replay of it",
+        description=(
+            "Builds upstream's performance runner and minimalkueue (Kueue v0.17.0), runs the TAS scenario "
+            "(640 nodes, 15,000 workloads; about 7 minutes) on the local cluster's etcd and API server, and "
+            "prints each class's mean time to admission beside upstream's and the model's timed replay."
+        ),
+    )
+    bkp.add_argument("--keep", type=Path, default=None, help="a new directory for the artifacts")
+    bkp.add_argument("--untimed", action="store_true", help="also the zero-time replay (about 100 s of CPU)")
+    bkp.add_argument("--json", action="store_true", help="one JSON object")
+    bkp.set_defaults(func=_bench_kueue_perf)
 
 
 def _bench_policies_parser(bsub: Any) -> None:
