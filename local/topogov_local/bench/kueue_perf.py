@@ -36,6 +36,7 @@ import yaml
 
 from topogov_cli.common import EXIT_OK
 from topogov_cli.render import table
+from topogov_local.processes import StopOnSignal
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 SCENARIO = "test/performance/scheduler/configs/tas"
@@ -70,11 +71,14 @@ def run_upstream(module: Path, bin_dir: Path, out: Path, timeout_s: float = 1800
         "--logToFile=true",
         "--metricsScrapeInterval=5s",
     ]
-    with open(out / "runner.log", "w") as log:
+    # The runner starts its own etcd, API server and minimalkueue in its session: a signal to this
+    # command (Ctrl-C, SIGTERM) must still stop them, so it becomes an exception the finally sees.
+    with StopOnSignal() as signals, open(out / "runner.log", "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout_s)
         finally:
+            signals.unwinding()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
