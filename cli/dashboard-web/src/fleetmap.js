@@ -57,13 +57,15 @@ export function tree(type, jobs, lit, star) {
     if (d.leaf) {
       const n = d.leaf;
       const on = anyLit && lit.has(n.name);
+      const colour = freeColour(n.free, n.gpus, n.available);
+      const light = n.available && n.gpus && n.free / n.gpus > 0.5;
       return {
         name: n.name, value: 1, kind: "node", node: n,
         itemStyle: {
-          color: freeColour(n.free, n.gpus, n.available),
+          color: anyLit && !on ? fade(colour) : colour,
           borderColor: on ? LIT : "#ffffff", borderWidth: on ? 3 : 0.5,
-          opacity: anyLit && !on ? 0.35 : 1,
         },
+        label: { color: light || (anyLit && !on) ? "#111827" : "#ffffff" },
       };
     }
     const starred = star && star.domain === d.name;
@@ -74,6 +76,12 @@ export function tree(type, jobs, lit, star) {
     };
   };
   return [...root.children.values()].map(toData);
+}
+
+// A cell not lit while a job is: its colour washed towards white, so the lit ones stand out.
+function fade(hex) {
+  const c = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  return `rgb(${c.map((v) => Math.round(v + (255 - v) * 0.75)).join(",")})`;
 }
 
 function jobLine(jobs, i) {
@@ -122,8 +130,8 @@ export function drawMap(container, type, jobs, { lit = null, star = null, onNode
       type: "treemap", roam: false, nodeClick: false, animation: false,
       left: 0, right: 0, top: 0, bottom: 0, squareRatio: 1,
       breadcrumb: { show: false }, visibleMin: 0, childrenVisibleMin: 0,
-      label: { show: !big, color: "#000", fontSize: 9, formatter: (p) => (p.data.kind === "node" ? `${p.data.node.free}` : "") },
-      upperLabel: { show: true, height: 16, color: "#fff", fontSize: 10, overflow: "truncate" },
+      label: { show: !big, fontSize: 11, formatter: (p) => (p.data.kind === "node" ? `${p.data.node.free}` : "") },
+      upperLabel: { show: true, height: 16, color: "#ffffff", fontSize: 10, overflow: "truncate", formatter: (p) => p.name },
       itemStyle: { borderColor: "#111827", gapWidth: 1 },
       levels: [
         { itemStyle: { borderColor: "#111827", borderWidth: 3, gapWidth: 3 } },

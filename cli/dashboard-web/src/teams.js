@@ -38,8 +38,8 @@ function usage(host, teams) {
     animation: false, aria: { enabled: false }, color: PALETTE,
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" } },
     legend: { top: 0, textStyle: { color: TEXT } },
-    grid: { left: 8, right: 24, top: 36, bottom: 8, containLabel: true },
-    xAxis: { type: "value", name: "GPUs", nameTextStyle: { color: TEXT }, axisLabel: { color: TEXT } },
+    grid: { left: 8, right: 48, top: 36, bottom: 24, containLabel: true },
+    xAxis: { type: "value", name: "GPUs", nameLocation: "middle", nameGap: 24, nameTextStyle: { color: TEXT }, axisLabel: { color: TEXT } },
     yAxis: { type: "category", data: names, inverse: true, axisLabel: { color: TEXT } },
     series: series.map(([name, f]) => ({ name, type: "bar", data: teams.map(f), label: { show: true, position: "right", color: TEXT, fontSize: 10 } })),
   }, { replaceMerge: ["series", "yAxis"] });

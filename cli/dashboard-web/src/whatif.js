@@ -15,13 +15,13 @@ export function whatifPage(root) {
   const form = el("form", { class: "card whatif" },
     el("h2", {}, "Replay"),
     el("label", { for: "wi-trace" }, "Job trace (CSV, as topogov whatif reads it)"),
-    el("textarea", { id: "wi-trace", rows: "6", spellcheck: "false" }, EXAMPLE),
+    el("textarea", { id: "wi-trace", rows: "6", spellcheck: "false", wrap: "off" }, EXAMPLE),
     el("label", { for: "wi-history" }, "… or the jobs submitted in the last (e.g. 7d; replaces the trace)"),
     el("input", { id: "wi-history", type: "text", placeholder: "7d" }),
     el("label", { for: "wi-fleet" }, "Fleet change (e.g. +p5.48xlarge=32, comma-separated)"),
     el("input", { id: "wi-fleet", type: "text", value: "+p5.48xlarge=8" }),
     el("label", { for: "wi-policy" }, "Proposed teams.yaml (empty: the policy in force)"),
-    el("textarea", { id: "wi-policy", rows: "4", spellcheck: "false" }),
+    el("textarea", { id: "wi-policy", rows: "4", spellcheck: "false", wrap: "off" }),
     el("button", { type: "submit", class: "primary" }, "Compare"));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -41,30 +41,41 @@ export function whatifPage(root) {
   });
   root.replaceChildren(el("h1", {}, "What-if"),
     el("p", { class: "lead" }, "Admins: replay a job trace on the current fleet under the policy in force (baseline) and a proposed policy or fleet change, on the Kueue model."),
-    form, out);
+    el("div", { class: "whatif-grid" }, form, out));
   return null; // nothing to refresh: runs on demand
+}
+
+// The figures people compare first; every other number of the answer is under "all figures".
+const KEY = ["jobs", "started", "never_started", "wait_p50_s", "wait_p95_s", "wait_max_s", "preemptions",
+  "fallbacks", "gpus", "gpu_hours", "utilization", "bottom_domains", "free_whole_domains_mean"];
+
+function rowsOf(names, get, keys) {
+  return keys.map((k) => [k.replace(/_/g, " "), ...names.map((n) => num(get(n)[k], 2))]);
 }
 
 function render(host, doc) {
   const scenarios = doc.scenarios || {};
   const names = Object.keys(scenarios);
-  const fleetKeys = [...new Set(names.flatMap((n) => Object.keys(scenarios[n].fleet || {})))].filter((k) => names.some((n) => typeof scenarios[n].fleet[k] === "number"));
-  const fleetRows = fleetKeys.map((k) => [k.replace(/_/g, " "), ...names.map((n) => num(scenarios[n].fleet[k], 2))]);
+  const fleet = (n) => scenarios[n].fleet || {};
+  const numeric = (get) => [...new Set(names.flatMap((n) => Object.keys(get(n))))].filter((k) => names.some((n) => typeof get(n)[k] === "number"));
+  const all = numeric(fleet);
+  const key = KEY.filter((k) => all.includes(k));
   const teams = [...new Set(names.flatMap((n) => Object.keys(scenarios[n].teams || {})))].sort();
+  const team = (t) => (n) => (scenarios[n].teams || {})[t] || {};
   const chartHost = el("div", { class: "bars" });
-  host.replaceChildren(el("section", { class: "card", "aria-labelledby": "wr-h" }, el("h2", { id: "wr-h" }, `${doc.jobs} jobs on ${names.map((n) => `${n} ${doc.nodes[n]} nodes`).join(" vs ")}`),
-    table("Fleet", ["figure", ...names], fleetRows), el("h3", {}, "Wait per team (p95, s)"), chartHost,
-    ...teams.map((t) => {
-      const keys = [...new Set(names.flatMap((n) => Object.keys((scenarios[n].teams || {})[t] || {})))].filter((k) => names.some((n) => typeof ((scenarios[n].teams || {})[t] || {})[k] === "number"));
-      return table(t, ["figure", ...names], keys.map((k) => [k.replace(/_/g, " "), ...names.map((n) => num(((scenarios[n].teams || {})[t] || {})[k], 2))]));
-    })));
-  chartHost.style.height = "240px";
+  host.replaceChildren(el("section", { class: "card", "aria-labelledby": "wr-h" },
+    el("h2", { id: "wr-h" }, `${doc.jobs} jobs: ${names.map((n) => `${n} on ${doc.nodes[n]} nodes`).join(" vs ")}`),
+    table("The fleet", ["figure", ...names], rowsOf(names, fleet, key)),
+    el("h3", {}, "Wait per team, p95 (s)"), chartHost,
+    el("details", {}, el("summary", {}, "All figures, per team too"),
+      table("The fleet", ["figure", ...names], rowsOf(names, fleet, all.filter((k) => !key.includes(k)))),
+      ...teams.map((t) => table(t, ["figure", ...names], rowsOf(names, team(t), numeric(team(t))))))));
+  chartHost.style.height = "220px";
   const c = chart(chartHost, `p95 wait per team, ${names.join(" vs ")}`);
-  const p95 = (n, t) => ((scenarios[n].teams || {})[t] || {}).wait_p95_s ?? 0;
   c.setOption({
     animation: false, color: PALETTE, aria: { enabled: false }, tooltip: { trigger: "axis" }, legend: { top: 0, textStyle: { color: TEXT } },
     grid: { left: 8, right: 16, top: 36, bottom: 8, containLabel: true },
     xAxis: { type: "category", data: teams, axisLabel: { color: TEXT } }, yAxis: { type: "value", axisLabel: { color: TEXT } },
-    series: names.map((n) => ({ name: n, type: "bar", data: teams.map((t) => Math.round(p95(n, t))) })),
+    series: names.map((n) => ({ name: n, type: "bar", data: teams.map((t) => Math.round(team(t)(n).wait_p95_s ?? 0)) })),
   });
 }

@@ -47,19 +47,26 @@ def start(args: argparse.Namespace) -> Any:
     """The server for ``args``, serving in a thread: endpoint and credentials resolved first, so a
     missing one fails here, in the terminal, and not in the browser."""
     from topogov_cli.common import usage
-    from topogov_cli.dashboard.server import DashboardServer, api_upstream
 
     if not 0 <= args.port <= 65535:
         raise usage(f"--port {args.port}: a port is 0 to 65535")
     if args.refresh < 2:
         raise usage(f"--refresh {args.refresh:g}: at least 2 seconds (the API is not to be hammered)")
-    api = api_for(args)
-    api.credentials()
-    api.region()
     try:
-        server = DashboardServer(api_upstream(api, api.signing_profile), args.port, refresh_s=args.refresh)
+        return serve(api_for(args), args.port, refresh_s=args.refresh)
     except OSError as exc:
         raise usage(f"--port {args.port}: cannot listen on 127.0.0.1:{args.port} ({exc.strerror})") from None
+
+
+def serve(api: Any, port: int = 0, *, refresh_s: float = DEFAULT_REFRESH_S) -> Any:
+    """A ``DashboardServer`` for ``api`` (a ``topogov_cli.client.Api``) on 127.0.0.1:``port``,
+    serving in a thread (``topogov local`` starts one beside its stack). Raises ``CliError`` when
+    the credentials cannot be found, ``OSError`` when the port is taken."""
+    from topogov_cli.dashboard.server import DashboardServer, api_upstream
+
+    api.credentials()
+    api.region()
+    server = DashboardServer(api_upstream(api, api.signing_profile), port, refresh_s=refresh_s)
     server.start()
     return server
 
