@@ -6,6 +6,7 @@ dashboard`` in front of a local stack where Kueue runs a few jobs of three teams
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
@@ -58,17 +59,12 @@ def settle(stack: Any) -> None:
     from topogov_local.lambda_context import LocalContext
     from topogov_local.processes import wait_until
 
+    def runs(team: str, name: str, pods: int) -> bool:
+        view = call(stack, "GET", f"/v1/jobs/{team}/{name}", f"topogov-{team}").json()
+        return bool(view["status"] == "Running" and (view.get("placement") or {}).get("placed") == pods)
+
     for team, name, pods, _, _ in JOBS:
-        wait_until(
-            lambda team=team, name=name, pods=pods: (
-                (v := call(stack, "GET", f"/v1/jobs/{team}/{name}", f"topogov-{team}").json())["status"]
-                == "Running"
-                and (v.get("placement") or {}).get("placed") == pods
-            ),
-            f"{team}/{name} runs",
-            120,
-            0.5,
-        )
+        wait_until(functools.partial(runs, team, name, pods), f"{team}/{name} runs", 120, 0.5)
     handler(events.scheduled_event(), LocalContext())
 
 

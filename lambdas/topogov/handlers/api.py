@@ -289,10 +289,10 @@ def topology(
     if nodes and view != "capacity":
         raise ValidationFailed("nodes", "is only for view=capacity")
     if view == "capacity":
-        doc = service().fleet_map(who) if nodes else service().capacity()
+        view_doc = service().fleet_map(who) if nodes else service().capacity()
         compact = (",", ":") if nodes else None  # 10,000 rows: no blank after each separator
         return Response(
-            status_code=200, content_type="application/json", body=json.dumps(doc, separators=compact)
+            status_code=200, content_type="application/json", body=json.dumps(view_doc, separators=compact)
         )
     doc = service().topology(format)
     if isinstance(doc, str):  # format=mermaid

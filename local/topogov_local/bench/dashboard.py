@@ -69,10 +69,9 @@ def placed_stack(n: int, directory: Path) -> Any:
         _say(f"#   first pass (labels) in {time.perf_counter() - t0:.1f}s")
         names = sorted(fleet.node_name(i) for i in stack.instances)
         t0 = time.perf_counter()
-        running_pods(stack.kube(), names, max(1, n // 5))
-        _say(
-            f"#   {max(1, n // 5) * 10} Running pods in {max(1, n // 5)} Jobs: {time.perf_counter() - t0:.0f}s"
-        )
+        jobs = max(1, n // 5)
+        running_pods(stack.kube(), names, jobs)
+        _say(f"#   {jobs * 10} Running pods in {jobs} Jobs: {time.perf_counter() - t0:.0f}s")
         labeler.run(options)
         running = len(labeler.last_snapshot.running) if labeler.last_snapshot else 0
         _say(f"#   the snapshot has {running} running jobs")
@@ -109,7 +108,7 @@ def measure(url: str, loads: int, watch_s: float) -> dict[str, Any]:
         try:
             page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
             errors: list[str] = []
-            page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             runs = []
             for i in range(loads + 1):
                 if i == 0:
@@ -141,9 +140,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for n in args.nodes:
         with tempfile.TemporaryDirectory(prefix="topogov-bench-dashboard-") as tmp:
-            _say(
-                f"# {n} nodes: a local stack, a pass, {n // 5} Jobs of 10 Running pods, a pass ..."
-            )
+            _say(f"# {n} nodes: a local stack, a pass, {n // 5} Jobs of 10 Running pods, a pass ...")
             stack = placed_stack(n, Path(tmp))
             server = None
             try:
