@@ -76,12 +76,12 @@ def stack(tmp_path_factory):
 
 
 def start_dashboard(stack, profile):
-    """``topogov dashboard`` as a user runs it (a process of its own), refreshing every 2 s."""
+    """``topogov dashboard`` as a user runs it (a process of its own), refreshing every 3 s."""
     env = {**os.environ, "AWS_SHARED_CREDENTIALS_FILE": str(stack.credentials), "PYTHONUNBUFFERED": "1"}
     env.pop("AWS_ACCESS_KEY_ID", None)
     env.pop("AWS_SECRET_ACCESS_KEY", None)
     cmd = [sys.executable, "-m", "topogov_cli.main", "dashboard", "--endpoint", stack.api.url,
-           "--profile", profile, "--refresh", "2"]  # fmt: skip
+           "--profile", profile, "--refresh", "3"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()  # the URL first, or the command failed
     found = re.match(r"topogov dashboard: (http://127\.0\.0\.1:\d+/\?token=\S+)$", line.strip())
@@ -141,7 +141,8 @@ class Watched:
         self.origin = url.split("/?", 1)[0]
 
     def open(self, route):
-        self.page.goto(f"{self.origin}/{route}")
+        """Another page of the app already loaded (a hash route, as its links do): no reload."""
+        self.page.evaluate("(route) => { location.hash = route; }", route)
         self.page.wait_for_selector(PAGES.get(route, "main h1"), timeout=30_000)
         # a function, not an expression: the page's Content-Security-Policy forbids eval
         self.page.wait_for_function(
@@ -237,7 +238,7 @@ def test_a_member_sees_other_teams_jobs_by_team_only(member):
     assert "lit-a" not in page.content()
     assert member.errors == []
     # another team's job page is the API's 403, said on the page
-    member.page.goto(f"{member.origin}/#/job/team-a/lit-a")
+    member.page.evaluate("() => { location.hash = '#/job/team-a/lit-a'; }")
     member.page.wait_for_selector("#banner:not([hidden])")
     assert "not a principal of team 'team-a'" in member.page.inner_text("#banner")
 

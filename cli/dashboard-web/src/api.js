@@ -13,7 +13,15 @@ export class ApiError extends Error {
 
 export const calls = { count: 0, byPath: {} }; // for the benchmark and the tests: calls made
 
+// An answer that comes back after the user moved to another page is dropped, never drawn there.
+let generation = 0;
+export class Stale extends Error {}
+export function newPage() {
+  generation += 1;
+}
+
 export async function api(method, path, body) {
+  const asked = generation;
   calls.count += 1;
   const key = `${method} ${path.split("?")[0]}`;
   calls.byPath[key] = (calls.byPath[key] || 0) + 1;
@@ -39,6 +47,7 @@ export async function api(method, path, body) {
   } catch (e) {
     doc = null;
   }
+  if (asked !== generation) throw new Stale("an answer for a page no longer shown");
   if (!resp.ok) {
     const err = (doc && doc.error) || {};
     const message = err.message || (doc && doc.message) || `HTTP ${resp.status}`;
@@ -73,9 +82,11 @@ export function live(load, everyMs, onState) {
     running = true;
     try {
       await load();
+      if (stopped) return;
       failures = 0;
       onState({ ok: true, at: new Date() });
     } catch (e) {
+      if (stopped || e instanceof Stale) return;
       failures += 1;
       onState({ ok: false, error: e, at: new Date() });
     } finally {

@@ -1,6 +1,6 @@
 // The dashboard: a page per view (hash routes), each refreshed on its own (api.js: one request at a
 // time per view, every `refresh_s` while the tab is visible, backing off while the API fails).
-import { api, calls, info, live } from "./api.js";
+import { api, calls, info, live, newPage } from "./api.js";
 import { disposeAll } from "./charts.js";
 import { fleetPage } from "./fleet.js";
 import { cellsOf } from "./fleetmap.js";
@@ -25,6 +25,7 @@ function route() {
   }
   if (stop) stop();
   stop = null;
+  newPage();
   disposeAll();
   banner.hidden = true;
   let load;
@@ -41,6 +42,7 @@ function route() {
     return;
   }
   current = load;
+  status.textContent = "loading…";
   stop = live(load, refreshMs, shown);
 }
 

@@ -1,6 +1,6 @@
 // What-if (admins): a job trace replayed under the policy in force and a proposed policy or fleet
 // change, side by side (POST /v1/whatif). A member is told the API's answer (403).
-import { api } from "./api.js";
+import { api, Stale } from "./api.js";
 import { chart, PALETTE, TEXT } from "./charts.js";
 import { el, num, table } from "./util.js";
 
@@ -36,6 +36,7 @@ export function whatifPage(root) {
     try {
       render(out, await api("POST", "/v1/whatif", body));
     } catch (e) {
+      if (e instanceof Stale) return;
       out.replaceChildren(el("p", { class: "error" }, e.status === 403 ? `Not for you: ${e.message}` : `${e.code}: ${e.message}${e.details && e.details.field ? ` (${e.details.field})` : ""}`));
     }
   });

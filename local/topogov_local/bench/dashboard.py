@@ -22,11 +22,13 @@ refresh. Missed targets are printed, never hidden.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +44,10 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def placed_stack(n: int, directory: Path) -> Any:
-    """A started local stack of ``n`` labelled p5.48xlarge nodes (KWOK off: Node objects only) with
-    n/5 Jobs of 10 Running pods, and the snapshot of a pass that listed them; the API served."""
+@contextlib.contextmanager
+def placed_stack(n: int, directory: Path) -> Iterator[Any]:
+    """A local stack of ``n`` labelled p5.48xlarge nodes (KWOK off: Node objects only) with n/5
+    Jobs of 10 Running pods, and the snapshot of a pass that listed them; the API served."""
     from topogov.bootstrap import build_labeler
     from topogov.logic.labeler import PassOptions
     from topogov.settings import ReconcileSettings
@@ -56,8 +59,9 @@ def placed_stack(n: int, directory: Path) -> Any:
         directory=directory, fleet=f"p5.48xlarge={n}", extra_nodes=False, simulated_nodes=False,
         ec2_rate=1000, ec2_burst=1000, api_port=0, api_snapshot_ttl_s=0,
     )  # fmt: skip
-    stack = LocalStack(opts).start()
-    try:
+    t0 = time.perf_counter()
+    with LocalStack(opts) as stack:
+        _say(f"#   seeded in {time.perf_counter() - t0:.0f}s")
         os.environ.update(stack.env())
         settings = ReconcileSettings.from_env()
         labeler = build_labeler(settings)
@@ -66,7 +70,7 @@ def placed_stack(n: int, directory: Path) -> Any:
         )
         t0 = time.perf_counter()
         labeler.run(options)
-        _say(f"#   first pass (labels) in {time.perf_counter() - t0:.1f}s")
+        _say(f"#   first pass (labels) in {time.perf_counter() - t0:.0f}s")
         names = sorted(fleet.node_name(i) for i in stack.instances)
         t0 = time.perf_counter()
         jobs = max(1, n // 5)
@@ -75,10 +79,7 @@ def placed_stack(n: int, directory: Path) -> Any:
         labeler.run(options)
         running = len(labeler.last_snapshot.running) if labeler.last_snapshot else 0
         _say(f"#   the snapshot has {running} running jobs")
-        return stack
-    except BaseException:
-        stack.stop()
-        raise
+        yield stack
 
 
 PAINTED = "performance.getEntriesByName('topogov:fleet-painted').length > 0"
@@ -141,19 +142,15 @@ def run(args: argparse.Namespace) -> int:
     for n in args.nodes:
         with tempfile.TemporaryDirectory(prefix="topogov-bench-dashboard-") as tmp:
             _say(f"# {n} nodes: a local stack, a pass, {n // 5} Jobs of 10 Running pods, a pass ...")
-            stack = placed_stack(n, Path(tmp))
-            server = None
-            try:
+            with placed_stack(n, Path(tmp)) as stack:
                 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(stack.credentials)
                 api = Api(Endpoint(stack.api.url, "the local stack"), profile="topogov-admin")
                 server = serve(api, 0, refresh_s=2.0)
-                rows.append(
-                    {"nodes": n, "jobs": n // 5, **summarize(measure(server.url, args.loads, args.watch_s))}
-                )
-            finally:
-                if server is not None:
+                try:
+                    found = measure(server.url, args.loads, args.watch_s)
+                finally:
                     server.stop()
-                stack.stop()
+            rows.append({"nodes": n, "jobs": n // 5, **summarize(found)})
     report(rows, args.json)
     return EXIT_OK
 
