@@ -320,4 +320,10 @@ def _bench_dashboard_parser(bsub: Any) -> None:
     b.add_argument("--loads", type=int, default=3, help="reloads after the first load (3)")
     b.add_argument("--watch-s", type=float, default=10.0, help="seconds of refreshes counted (10)")
     b.add_argument("--json", action="store_true", help="one JSON object per fleet size")
+    b.add_argument(
+        "--without-stack",
+        action="store_true",
+        help="the same fleet's snapshot in memory behind the API's handler and the local gateway "
+        "(no Kubernetes, no moto): the page's figures in a minute",
+    )
     b.set_defaults(func=_bench_dashboard)

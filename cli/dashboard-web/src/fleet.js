@@ -28,6 +28,7 @@ export function fleetPage(root) {
   state.painted = false;
   return async () => {
     const payload = await api("GET", FLEET_PATH);
+    if (!state.painted) performance.mark("topogov:fleet-answer");
     state.model = fleetModel(payload);
     render(root.querySelector("#fleet-types"));
   };
@@ -66,6 +67,7 @@ function render(host) {
     jobList(card.querySelector(".jobs"), type, jobs);
     draw(card, type, jobs);
   }
+  if (!state.painted) performance.mark("topogov:fleet-drawn");
   if (!state.painted) {
     // the first map drawn: two animation frames later the canvas has been painted (the benchmark's
     // "first meaningful paint")

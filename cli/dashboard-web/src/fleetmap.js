@@ -32,7 +32,7 @@ function domainStats() {
 }
 
 // The nested tree for one instance type, with per-domain statistics for the tooltips.
-export function tree(type, jobs, lit, star) {
+export function tree(type, jobs, lit, star, big = false) {
   const root = { children: new Map(), stats: domainStats() };
   for (const node of type.nodes) {
     const path = node.path && node.path.length ? node.path : ["(no topology labels)"];
@@ -53,20 +53,26 @@ export function tree(type, jobs, lit, star) {
     at.children.set(`node:${node.name}`, { leaf: node });
   }
   const anyLit = lit && lit.size > 0;
+  root.perLevel = [];
+  const count = (d, depth) => {
+    for (const c of d.children.values()) {
+      if (c.leaf) continue;
+      root.perLevel[depth] = (root.perLevel[depth] || 0) + 1;
+      count(c, depth + 1);
+    }
+  };
+  count(root, 0);
   const toData = (d) => {
     if (d.leaf) {
       const n = d.leaf;
       const on = anyLit && lit.has(n.name);
       const colour = freeColour(n.free, n.gpus, n.available);
       const light = n.available && n.gpus && n.free / n.gpus > 0.5;
-      return {
-        name: n.name, value: 1, kind: "node", node: n,
-        itemStyle: {
-          color: anyLit && !on ? fade(colour) : colour,
-          borderColor: on ? LIT : "#ffffff", borderWidth: on ? 3 : 0.5,
-        },
-        label: { color: light || (anyLit && !on) ? "#111827" : "#ffffff" },
-      };
+      // as little per cell as will do: ECharts keeps a model per item that carries options
+      const item = { name: n.name, value: 1, kind: "node", node: n, itemStyle: { color: anyLit && !on ? fade(colour) : colour } };
+      if (on) Object.assign(item.itemStyle, { borderColor: LIT, borderWidth: 3 });
+      if (!big) item.label = { color: light || (anyLit && !on) ? "#111827" : "#ffffff" };
+      return item;
     }
     const starred = star && star.domain === d.name;
     return {
@@ -75,7 +81,9 @@ export function tree(type, jobs, lit, star) {
       itemStyle: starred ? { borderColor: STAR, borderWidth: 4 } : undefined,
     };
   };
-  return [...root.children.values()].map(toData);
+  const data = [...root.children.values()].map(toData);
+  data.perLevel = root.perLevel;
+  return data;
 }
 
 // A cell not lit while a job is: its colour washed towards white, so the lit ones stand out.
@@ -123,6 +131,16 @@ export function drawMap(container, type, jobs, { lit = null, star = null, onNode
     if (onNode) c.on("click", (p) => p.data && p.data.kind === "node" && onNode(p.data.node));
   }
   const big = type.nodes.length > 400;
+  const data = tree(type, jobs, lit, star, big);
+  // a domain's name over it where there is room: at most 300 domains a layer (10,000 nodes have
+  // 2,500 layer-3 domains: their names would cost seconds and could not be read)
+  const named = (depth) => (data.perLevel[depth] || 0) <= 300;
+  const border = ["#111827", "#374151", "#4b5563", "#6b7280"];
+  const levels = [0, 1, 2, 3].map((depth) => ({
+    itemStyle: { borderColor: border[depth], borderWidth: big ? Math.max(1, 3 - depth) : [3, 2, 1, 1][depth], gapWidth: big ? 0 : [3, 2, 1, 1][depth] },
+    upperLabel: { show: named(depth) },
+  }));
+  levels.push({ itemStyle: { borderWidth: big ? 0 : 0.5, borderColor: "#ffffff", gapWidth: 0 } }); // the nodes
   c.setOption({
     aria: { enabled: false },
     tooltip: { confine: true, formatter: tooltip(jobs), textStyle: { color: TEXT } },
@@ -133,13 +151,8 @@ export function drawMap(container, type, jobs, { lit = null, star = null, onNode
       label: { show: !big, fontSize: 11, formatter: (p) => (p.data.kind === "node" ? `${p.data.node.free}` : "") },
       upperLabel: { show: true, height: 16, color: "#ffffff", fontSize: 10, overflow: "truncate", formatter: (p) => p.name },
       itemStyle: { borderColor: "#111827", gapWidth: 1 },
-      levels: [
-        { itemStyle: { borderColor: "#111827", borderWidth: 3, gapWidth: 3 } },
-        { itemStyle: { borderColor: "#374151", borderWidth: 2, gapWidth: 2 } },
-        { itemStyle: { borderColor: "#4b5563", borderWidth: 1, gapWidth: 1 } },
-        { itemStyle: { borderColor: "#6b7280", borderWidth: 1, gapWidth: 1 } },
-      ],
-      data: tree(type, jobs, lit, star),
+      levels,
+      data,
     }],
   }, { replaceMerge: ["series"] });
   return c;
