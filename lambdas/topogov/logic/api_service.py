@@ -83,6 +83,7 @@ class ApiService:
     monotonic: Callable[[], float] = time.monotonic
     _index: tuple[int, CapacityIndex, float] | None = None
     _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
+    _fleet_map: tuple[Snapshot, list[list[Any]], list[dict[str, Any]]] | None = None  # its node rows
     _model: tuple[int, Any] | None = None  # the Kueue model's static inputs for one snapshot
     _snapshot_at: float = 0.0  # the indexed snapshot's generated_at (when its content last changed)
     _idempotent: Any = None
@@ -134,6 +135,23 @@ class ApiService:
         if self._capacity is None or self._capacity[0] is not snap:  # ~150 ms at 10,000 nodes
             self._capacity = (snap, {"generated_at": snap.generated_at, **capacity_view(snap.nodes)})
         return self._capacity[1]
+
+    def fleet_map(self, caller: str) -> dict[str, Any]:
+        """The capacity view with the GPU nodes one by one and the running jobs on them
+        (domain/fleet_map.py), as ``caller`` may see them: other teams' jobs by team only unless
+        the caller is an admin. The rows are built once per snapshot; only the names are per caller."""
+        from topogov.domain.fleet_map import NODE_COLUMNS, node_rows, visible_jobs
+
+        view = self.capacity()
+        snap = self._snapshot()
+        if self._fleet_map is None or self._fleet_map[0] is not snap:
+            self._fleet_map = (snap, *node_rows(snap.nodes, snap.running))
+        _, rows, jobs = self._fleet_map
+        admin = self.policy.is_admin(caller)
+        mine = set(self.policy.teams_for_principal(caller))
+        team_of = {t.namespace: name for name, t in self.policy.teams.items()}
+        shown = visible_jobs(jobs, team_of=team_of, shows=lambda team: admin or team in mine)
+        return {**view, "node_columns": list(NODE_COLUMNS), "nodes": rows, "jobs": shown}
 
     # -- submit -----------------------------------------------------------------------------------
     def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
@@ -379,7 +397,7 @@ class ApiService:
             for r in records:
                 job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None
                 workload = by_uid.get((job or {}).get("metadata", {}).get("uid")) if job else None
-                status, _ = _released_status(r, *job_status(job, workload))
+                status, why = _released_status(r, *job_status(job, workload))
                 asked = ((r.get("decision") or {}).get("topology") or {}).get("level")
                 uid = (job or {}).get("metadata", {}).get("uid") if job else None
                 landed = landing(pods_from(pods_by_uid.get(uid or "-", [])), nodes, asked)
@@ -388,6 +406,7 @@ class ApiService:
                         "team": t,
                         "name": r["name"],
                         "status": status,
+                        "why_pending": why,
                         "state": r.get("state"),
                         "submitted_by": r.get("submitted_by"),
                         "submitted_at": r.get("submitted_at"),

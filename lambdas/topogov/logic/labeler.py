@@ -216,7 +216,10 @@ class Labeler:
         reads0, writes0 = self._nodes.counters.reads, self._nodes.counters.writes
         summary = PassSummary(mode="full" if options.targeted_instance_ids is None else "targeted")
         snapshot = self._load_snapshot(summary)
-        before = (dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement)
+        before = (
+            dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement,
+            snapshot.running,
+        )  # fmt: skip
         work = _Pass(options, summary, snapshot)
         self._select_nodes(work)
         self._learn_topology(work)
@@ -405,14 +408,16 @@ class Labeler:
         snapshot.instances = {i: t for i, t in snapshot.instances.items() if i in live}
         snapshot.absent = {i: t for i, t in snapshot.absent.items() if i in live}
         if self.last_pods is not None:
+            from topogov.domain.fleet_map import running_jobs
             from topogov.domain.placement_quality import quality
 
             snapshot.placement = quality(self.last_pods, snapshot.nodes, self.team_of)
+            snapshot.running = running_jobs(self.last_pods)
 
     def _save_if_changed(self, work: _Pass, before: tuple[Any, ...]) -> None:
         """Written only when its content changed: no write without drift, here as on the nodes."""
         snapshot, summary = work.snapshot, work.summary
-        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement)
+        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement, snapshot.running)
         if current == before and snapshot.generated_at:
             return
         snapshot.generated_at = self._wall()
