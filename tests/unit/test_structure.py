@@ -330,7 +330,6 @@ STILL_RAW = {
     "lambdas/topogov/domain/jobs.py": 10,
     "lambdas/topogov/domain/kueue_model/convert.py": 46,
     "lambdas/topogov/domain/landing.py": 10,
-    "lambdas/topogov/domain/nodes.py": 8,
     "lambdas/topogov/domain/placement_quality.py": 7,
     "lambdas/topogov/domain/quantity.py": 3,
     "lambdas/topogov/logic/admission.py": 3,

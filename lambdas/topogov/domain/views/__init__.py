@@ -1,0 +1,16 @@
+"""Typed views of the Kubernetes objects the service reads: made once, in the adapters.
+
+An adapter turns each object the API server returns into its view (``NodeView.from_api(body)``);
+the logic and the rest of the domain read its fields and never index a raw body
+(``tests/unit/test_structure.py`` keeps it so). This package is the one place, besides the
+renderers (``domain/kueue.py`` renders the Kueue objects, ``domain/jobs.py`` the Job manifest and
+checks a submitted one), that reads Kubernetes JSON.
+
+Why frozen dataclasses with slots, filled eagerly, and not TypedDicts with accessors (kopf's
+``RawBody`` and ``Body``): the fields are checked by mypy strict where they are used, a view cannot
+be changed behind the reader's back, and a slotted instance costs about what the dict lookups it
+replaces cost, once, where the object is read (the reconcile pass reads each of tens of thousands of
+pods once, so nothing is gained by reading lazily). Only what some reader uses is kept.
+
+The modules: :mod:`.common` (the parts of a body every view reads), :mod:`.nodes` (Node).
+"""
