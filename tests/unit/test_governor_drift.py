@@ -7,6 +7,8 @@ import copy
 import datetime as dt
 
 from topogov.domain.labels import PREFERRED_ANNOTATION, RENDERED_ANNOTATION, REQUIRED_ANNOTATION
+from topogov.domain.views.batch import JobView
+from topogov.domain.views.workload import WorkloadView
 from topogov.logic.governor import (
     Action,
     Change,
@@ -182,13 +184,15 @@ def record(after=600, submitted="2026-11-30T11:50:00Z", mode="required", **extra
 
 
 def job(annotations=None, suspend=True):
-    return {
-        "metadata": {"uid": "u"},
-        "spec": {
-            "suspend": suspend,
-            "template": {"metadata": {"annotations": annotations or {REQUIRED_ANNOTATION: LEVEL}}},
-        },
-    }
+    return JobView.from_api(
+        {
+            "metadata": {"uid": "u"},
+            "spec": {
+                "suspend": suspend,
+                "template": {"metadata": {"annotations": annotations or {REQUIRED_ANNOTATION: LEVEL}}},
+            },
+        }
+    )
 
 
 def test_past_the_deadline_and_pending_it_falls_back_and_is_recorded():
@@ -207,7 +211,7 @@ def test_past_the_deadline_and_pending_it_falls_back_and_is_recorded():
 
 
 def test_before_the_deadline_admitted_already_done_or_not_required_nothing_happens():
-    admitted = {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}
+    admitted = WorkloadView.from_api({"status": {"conditions": [{"type": "Admitted", "status": "True"}]}})
     cases = [
         (record(submitted="2026-11-30T11:50:01Z"), job(), Jobs()),  # one second early
         (record(), job(), Jobs(workload=admitted)),

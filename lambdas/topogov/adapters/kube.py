@@ -22,7 +22,8 @@ from typing import Any
 
 from topogov.domain.errors import KubernetesError
 from topogov.domain.placement_quality import JobPod
-from topogov.domain.quantity import Resources, pod_requests
+from topogov.domain.quantity import Resources
+from topogov.domain.views.batch import PodView
 from topogov.domain.views.nodes import NodeView
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
@@ -280,10 +281,10 @@ class KubeNodes:
                 placed.clear()
             if page.response.status != 200:
                 raise KubernetesError(page.response.status, "list /api/v1/pods", _message(page.response.body))
-            for pod in page.items:
-                node = (pod.get("spec") or {}).get("nodeName")
+            for pod in map(PodView.from_api, page.items):
+                node = pod.node_name
                 if node:
-                    asked = pod_requests(pod)
+                    asked = pod.requests
                     result[node] = result.get(node, Resources()) + asked
                     found = job_pod(pod, asked.gpu)
                     if found is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from topogov.adapters.kube import MERGE_PATCH, KubeHttp, Response
 from topogov.domain.errors import KubernetesError
 from topogov.domain.jobs import job_status
+from topogov.domain.views.batch import JobView
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 PLURALS = {
@@ -127,7 +128,5 @@ class KubeObjects:
             return []
         if resp.status != 200:
             return None
-        items = resp.body.get("items") or []
-        return sorted(
-            j["metadata"]["name"] for j in items if job_status(j, None)[0] not in ("Succeeded", "Failed")
-        )
+        jobs = map(JobView.from_api, resp.body.get("items") or [])
+        return sorted(j.name for j in jobs if job_status(j, None)[0] not in ("Succeeded", "Failed"))

@@ -1,8 +1,8 @@
 """Typed views of the Kubernetes objects the service reads: made once, in the adapters.
 
-An adapter turns each object the API server returns into its view (``NodeView.from_api(body)``);
-the logic and the rest of the domain read its fields and never index a raw body
-(``tests/unit/test_structure.py`` keeps it so). This package is the one place, besides the
+An adapter turns each object the API server returns into its view (``JobView.from_api(body)``);
+the logic and the rest of the domain read ``job.uid`` or ``workload.conditions`` and never index a
+raw body (``tests/unit/test_structure.py`` keeps it so). This package is the one place, besides the
 renderers (``domain/kueue.py`` renders the Kueue objects, ``domain/jobs.py`` the Job manifest and
 checks a submitted one), that reads Kubernetes JSON.
 
@@ -12,5 +12,9 @@ be changed behind the reader's back, and a slotted instance costs about what the
 replaces cost, once, where the object is read (the reconcile pass reads each of tens of thousands of
 pods once, so nothing is gained by reading lazily). Only what some reader uses is kept.
 
-The modules: :mod:`.common` (the parts of a body every view reads), :mod:`.nodes` (Node).
+Where a body must pass through whole, its view keeps it as the explicit field ``raw``, used only
+for that: the Job the API answers a submission with (``JobView.raw``). Nothing else reads ``raw``.
+
+The modules: :mod:`.common` (conditions, the parts of a body every view reads),
+:mod:`.batch` (Pod, pod spec, Job), :mod:`.workload` (Kueue's Workload), :mod:`.nodes` (Node).
 """

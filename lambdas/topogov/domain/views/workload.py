@@ -1,0 +1,116 @@
+"""Views of Kueue's Workload (``kueue.x-k8s.io``, kubernetes-sigs/kueue v0.17.0
+``apis/kueue/v1beta1/workload_types.go``; v1beta2 names the same fields the same way)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topogov.domain.views.batch import PodSpecView, Quantities
+from topogov.domain.views.common import EMPTY, Condition, conditions_of, first_condition, section, string_map
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """A pod set's ``topologyRequest``: at most one of required/preferred/unconstrained is set."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool = False
+
+    @property
+    def asked(self) -> bool:
+        return bool(self.required or self.preferred or self.unconstrained)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    name: str
+    count: int
+    template: PodSpecView  # the pod template's spec
+    topology_request: TopologyRequest
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyAssignment:
+    """``topologyAssignment`` (v1beta1): the level labels, and per domain its values and pod count."""
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetAssignment:
+    """One of ``status.admission.podSetAssignments``."""
+
+    name: str
+    flavors: Mapping[str, str]  # resource -> flavor
+    resource_usage: Quantities
+    count: int
+    topology_assignment: TopologyAssignment | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadView:
+    name: str
+    namespace: str
+    uid: str
+    labels: Mapping[str, str]
+    creation_timestamp: str | None
+    owner_uid: str  # the first owner's (the Job's) uid
+    queue_name: str  # spec.queueName: the LocalQueue
+    priority: int
+    pod_sets: tuple[PodSet, ...]
+    conditions: tuple[Condition, ...]
+    admitted_queue: str | None  # status.admission.clusterQueue, while it holds quota
+    pod_set_assignments: tuple[PodSetAssignment, ...]
+
+    def condition(self, kind: str) -> Condition | None:
+        return first_condition(self.conditions, kind)
+
+    @classmethod
+    def from_api(cls, body: Mapping[str, Any]) -> WorkloadView:
+        meta, spec, status = section(body, "metadata"), section(body, "spec"), section(body, "status")
+        admission = section(status, "admission")
+        owners = meta.get("ownerReferences") or [EMPTY]
+        return cls(
+            str(meta.get("name", "")),
+            str(meta.get("namespace", "")),
+            str(meta.get("uid", "")),
+            string_map(meta.get("labels")),
+            meta.get("creationTimestamp"),
+            str(owners[0].get("uid", "")),
+            str(spec.get("queueName", "")),
+            int(spec.get("priority") or 0),
+            tuple(_pod_set(ps) for ps in spec.get("podSets") or ()),
+            conditions_of(status),
+            admission.get("clusterQueue") or None,
+            tuple(_assignment(psa) for psa in admission.get("podSetAssignments") or ()),
+        )
+
+
+def _pod_set(ps: Mapping[str, Any]) -> PodSet:
+    tr = ps.get("topologyRequest") or EMPTY
+    return PodSet(
+        ps.get("name", "main"),
+        int(ps.get("count", 1)),
+        PodSpecView.from_api(section(section(ps, "template"), "spec")),
+        TopologyRequest(tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained"))),
+    )
+
+
+def _assignment(psa: Mapping[str, Any]) -> PodSetAssignment:
+    ta = psa.get("topologyAssignment")
+    return PodSetAssignment(
+        psa.get("name", "main"),
+        string_map(psa.get("flavors")),
+        psa.get("resourceUsage") or EMPTY,
+        int(psa.get("count", 0)),
+        TopologyAssignment(
+            tuple(ta.get("levels") or ()),
+            tuple((tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()),
+        )
+        if ta
+        else None,
+    )
