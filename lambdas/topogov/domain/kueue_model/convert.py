@@ -23,9 +23,11 @@ from topogov.domain.kueue_model.objects import (
     NonTASPod,
     PodSet,
     Preemption,
+    PreemptionPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
+    StopPolicy,
     Toleration,
     Topology,
     TopologyRequest,
@@ -38,8 +40,16 @@ from topogov.domain.kueue_model.tas import TopologyAssignment
 from topogov.domain.labels import INSTANCE_TYPE_LABEL, layer_label
 from topogov.domain.tree import NodeCapacity
 from topogov.domain.views.batch import PodSpecView
+from topogov.domain.views.objects import (
+    ClusterQueueView,
+    LocalQueueView,
+    ResourceFlavorView,
+    TopologyView,
+    object_view,
+)
 from topogov.domain.views.workload import WorkloadView
 
+BorrowWithinCohort = Literal["Never", "LowerPriority"]
 TolerationOperator = Literal["Equal", "Exists"]
 
 
@@ -47,36 +57,34 @@ def _amount(resource: str, value: Any) -> int:
     return requests_of({resource: value})[resource]
 
 
-def cluster_queue_of(obj: Mapping[str, Any]) -> ClusterQueue:
+def cluster_queue_of(cq: ClusterQueueView) -> ClusterQueue:
     """A rendered ``ClusterQueue`` (``spec.cohort`` in v1beta1, ``spec.cohortName`` in v1beta2)."""
-    spec = obj["spec"]
     groups = []
-    for rg in spec.get("resourceGroups", []):
+    for rg in cq.resource_groups:
         flavors = []
-        for f in rg["flavors"]:
+        for f in rg.flavors:
             quotas = {}
-            for item in f["resources"]:
-                name = item["name"]
-                borrow, lend = item.get("borrowingLimit"), item.get("lendingLimit")
+            for item in f.resources:
+                name, borrow, lend = item.name, item.borrowing_limit, item.lending_limit
                 quotas[name] = ResourceQuota(
-                    _amount(name, item["nominalQuota"]),
+                    _amount(name, item.nominal_quota),
                     None if borrow is None else _amount(name, borrow),
                     None if lend is None else _amount(name, lend),
                 )
-            flavors.append(FlavorQuotas(f["name"], quotas))
-        groups.append(ResourceGroup(tuple(rg["coveredResources"]), tuple(flavors)))
-    pre = spec.get("preemption") or {}
-    borrow_within = (pre.get("borrowWithinCohort") or {}).get("policy", "Never")
-    fair = (spec.get("fairSharing") or {}).get("weight", 1)
+            flavors.append(FlavorQuotas(f.name, quotas))
+        groups.append(ResourceGroup(rg.covered_resources, tuple(flavors)))
+    # The policies' values are Kueue's enums (its CRD's validation); the view keeps them as written.
     return ClusterQueue(
-        obj["metadata"]["name"],
+        cq.name,
         tuple(groups),
-        spec.get("cohortName") or spec.get("cohort") or None,
+        cq.cohort,
         Preemption(
-            pre.get("withinClusterQueue", "Never"), pre.get("reclaimWithinCohort", "Never"), borrow_within
+            cast(PreemptionPolicy, cq.within_cluster_queue),
+            cast(PreemptionPolicy, cq.reclaim_within_cohort),
+            cast(BorrowWithinCohort, cq.borrow_within_cohort),
         ),
-        fair_weight=float(fair),
-        stop_policy=spec.get("stopPolicy", "None"),
+        fair_weight=float(cq.fair_weight),
+        stop_policy=cast(StopPolicy, cq.stop_policy),
     )
 
 
@@ -84,20 +92,17 @@ def objects_of(
     rendered: Iterable[Mapping[str, Any]],
 ) -> tuple[list[Topology], list[ResourceFlavor], list[ClusterQueue], dict[str, str]]:
     """Topologies, flavors, ClusterQueues and the LocalQueue (``namespace/name``) → ClusterQueue map
-    of rendered objects (other kinds are ignored)."""
+    of rendered objects (other kinds are ignored), read through their views."""
     topologies, flavors, queues, local = [], [], [], {}
-    for obj in rendered:
-        kind, meta, spec = obj["kind"], obj["metadata"], obj.get("spec") or {}
-        if kind == "Topology":
-            topologies.append(Topology(meta["name"], tuple(lv["nodeLabel"] for lv in spec["levels"])))
-        elif kind == "ResourceFlavor":
-            flavors.append(
-                ResourceFlavor(meta["name"], dict(spec.get("nodeLabels") or {}), spec.get("topologyName"))
-            )
-        elif kind == "ClusterQueue":
+    for obj in map(object_view, rendered):
+        if isinstance(obj, TopologyView):
+            topologies.append(Topology(obj.name, obj.levels))
+        elif isinstance(obj, ResourceFlavorView):
+            flavors.append(ResourceFlavor(obj.name, dict(obj.node_labels), obj.topology_name))
+        elif isinstance(obj, ClusterQueueView):
             queues.append(cluster_queue_of(obj))
-        elif kind == "LocalQueue":
-            local[f"{meta['namespace']}/{meta['name']}"] = spec["clusterQueue"]
+        elif isinstance(obj, LocalQueueView):
+            local[f"{obj.namespace}/{obj.name}"] = obj.cluster_queue or ""
     return topologies, flavors, queues, local
 
 

@@ -1,10 +1,10 @@
 """Typed views of the Kubernetes objects the service reads: made once, in the adapters.
 
 An adapter turns each object the API server returns into its view (``JobView.from_api(body)``);
-the logic and the rest of the domain read ``job.uid`` or ``workload.conditions`` and never index a
-raw body (``tests/unit/test_structure.py`` keeps it so). This package is the one place, besides the
-renderers (``domain/kueue.py`` renders the Kueue objects, ``domain/jobs.py`` the Job manifest and
-checks a submitted one), that reads Kubernetes JSON.
+the logic and the rest of the domain read ``job.uid``, ``workload.conditions`` or ``cq.flavor_names``
+and never index a raw body (``tests/unit/test_structure.py`` keeps it so). This package is the one
+place, besides the renderers (``domain/kueue.py`` renders the Kueue objects, ``domain/jobs.py`` the
+Job manifest and checks a submitted one), that reads Kubernetes JSON.
 
 Why frozen dataclasses with slots, filled eagerly, and not TypedDicts with accessors (kopf's
 ``RawBody`` and ``Body``): the fields are checked by mypy strict where they are used, a view cannot
@@ -13,8 +13,12 @@ replaces cost, once, where the object is read (the reconcile pass reads each of 
 pods once, so nothing is gained by reading lazily). Only what some reader uses is kept.
 
 Where a body must pass through whole, its view keeps it as the explicit field ``raw``, used only
-for that: the Job the API answers a submission with (``JobView.raw``). Nothing else reads ``raw``.
+for that: the Job the API answers a submission with (``JobView.raw``), and the governor's objects,
+which it compares field by field with what it renders and writes back
+(``ObjectView.raw``: ``logic/governor/drift.py``). Nothing else reads ``raw``.
 
 The modules: :mod:`.common` (conditions, the parts of a body every view reads),
-:mod:`.batch` (Pod, pod spec, Job), :mod:`.workload` (Kueue's Workload), :mod:`.nodes` (Node).
+:mod:`.batch` (Pod, pod spec, Job), :mod:`.workload` (Kueue's Workload), :mod:`.objects` (what the
+governor manages: Namespace, Topology, ResourceFlavor, Cohort, WorkloadPriorityClass, ClusterQueue,
+LocalQueue), :mod:`.nodes` (Node).
 """
