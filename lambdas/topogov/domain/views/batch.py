@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topogov.domain.quantity import Resources, resources_from, total
-from topogov.domain.views.common import EMPTY, Condition, conditions_of, empty, section, string_map
+from topogov.domain.views.common import EMPTY, Condition, conditions_of, empty
 
 Quantities = Mapping[str, Any]  # a container's ``resources.requests``: resource name -> quantity
 
 
 def container_requests(containers: Any) -> tuple[Quantities, ...]:
     """Each container's ``resources.requests`` (empty when it has none)."""
-    return tuple((c.get("resources") or EMPTY).get("requests") or EMPTY for c in containers or ())
+    if not containers:
+        return ()
+    return tuple([(c.get("resources") or EMPTY).get("requests") or EMPTY for c in containers])
 
 
 def scheduler_requests(containers: Iterable[Quantities], init_containers: Iterable[Quantities]) -> Resources:
@@ -60,17 +62,13 @@ class PodSpecView:
 
     @classmethod
     def from_api(cls, spec: Mapping[str, Any]) -> PodSpecView:
+        tolerations = spec.get("tolerations")
         return cls(
             container_requests(spec.get("containers")),
             container_requests(spec.get("initContainers")),
             spec.get("overhead") or EMPTY,
-            string_map(spec.get("nodeSelector")),
-            tuple(
-                Toleration(
-                    t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", "")
-                )
-                for t in spec.get("tolerations") or ()
-            ),
+            spec.get("nodeSelector") or {},
+            tuple([_toleration(t) for t in tolerations]) if tolerations else (),
         )
 
 
@@ -93,14 +91,15 @@ class PodView:
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> PodView:
-        meta, spec = section(body, "metadata"), section(body, "spec")
+        meta = body.get("metadata") or EMPTY
+        spec = body.get("spec") or EMPTY
         return cls(
             str(meta.get("name", "")),
             str(meta.get("namespace", "")),
-            string_map(meta.get("labels")),
-            string_map(meta.get("annotations")),
+            meta.get("labels") or {},
+            meta.get("annotations") or {},
             spec.get("nodeName") or None,
-            section(body, "status").get("phase") or "",
+            (body.get("status") or EMPTY).get("phase") or "",
             container_requests(spec.get("containers")),
             container_requests(spec.get("initContainers")),
         )
@@ -129,15 +128,17 @@ class JobView:
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> JobView:
-        meta, spec, status = section(body, "metadata"), section(body, "spec"), section(body, "status")
-        template_meta = section(section(spec, "template"), "metadata")
+        meta = body.get("metadata") or EMPTY
+        spec = body.get("spec") or EMPTY
+        status = body.get("status") or EMPTY
+        template_meta = (spec.get("template") or EMPTY).get("metadata") or EMPTY
         return cls(
             str(meta.get("name", "")),
             str(meta.get("namespace", "")),
             str(meta.get("uid", "")),
-            string_map(meta.get("labels")),
+            meta.get("labels") or {},
             bool(spec.get("suspend", False)),
-            string_map(template_meta.get("annotations")),
+            template_meta.get("annotations") or {},
             spec.get("activeDeadlineSeconds"),
             conditions_of(status),
             status.get("ready") if "ready" in status else None,

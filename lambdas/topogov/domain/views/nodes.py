@@ -9,7 +9,6 @@ from typing import Any
 from topogov.domain.labels import INSTANCE_TYPE_LABEL, LIFECYCLE_TAINT_PREFIX
 from topogov.domain.nodes import ProviderRef, classify
 from topogov.domain.quantity import Resources, resources_from
-from topogov.domain.views.common import section, string_map
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +41,13 @@ class NodeView:
     @classmethod
     def from_api(cls, obj: Mapping[str, Any]) -> NodeView:
         """Build from a Node as the API returns it (a JSON dict)."""
-        meta, spec, status = section(obj, "metadata"), section(obj, "spec"), section(obj, "status")
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
         return cls(
             name=meta["name"],
             provider_id=spec.get("providerID"),
-            labels=string_map(meta.get("labels")),
+            labels=meta.get("labels") or {},
             allocatable=resources_from(status.get("allocatable") or {}),
             unschedulable=bool(spec.get("unschedulable", False)),
             ready=any(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from topogov.domain.labels import NAMESPACE_NAME_LABEL
-from topogov.domain.views.common import empty, section, string_map
+from topogov.domain.views.common import EMPTY, empty
 
 WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")  # a ClusterQueue's status
 
@@ -44,7 +44,7 @@ class ObjectView:
     ) -> dict[str, Any]:
         """A copy of the object's metadata (resourceVersion included: a PUT needs it) with these
         labels and annotations, and without ``managedFields`` (the server's, never written back)."""
-        meta = dict(section(self.raw, "metadata"))
+        meta = dict(self.raw.get("metadata") or EMPTY)
         if labels is not None:
             meta["labels"] = dict(labels)
         if annotations is not None:
@@ -55,14 +55,14 @@ class ObjectView:
     @staticmethod
     def fields(body: Mapping[str, Any]) -> dict[str, Any]:
         """The common fields of ``body`` as :class:`ObjectView`'s keyword arguments."""
-        meta = section(body, "metadata")
+        meta = body.get("metadata") or EMPTY
         return {
             "api_version": str(body.get("apiVersion", "")),
             "kind": str(body.get("kind", "")),
             "name": str(meta.get("name", "")),
             "namespace": meta.get("namespace"),
-            "labels": string_map(meta.get("labels")),
-            "annotations": string_map(meta.get("annotations")),
+            "labels": meta.get("labels") or {},
+            "annotations": meta.get("annotations") or {},
             "deleting": bool(meta.get("deletionTimestamp")),
             "raw": body,
         }
@@ -95,7 +95,7 @@ class ResourceFlavorView(ObjectView):
 
     def in_topology(self, name: str) -> ResourceFlavorView:
         """This flavor in Topology ``name`` (the rest of it as it is)."""
-        spec = {**section(self.raw, "spec"), "topologyName": name}
+        spec = {**(self.raw.get("spec") or EMPTY), "topologyName": name}
         return resource_flavor({**self.raw, "spec": spec})
 
 
@@ -138,7 +138,7 @@ class ClusterQueueView(ObjectView):
     def without_flavors(self, flavors: set[str]) -> ClusterQueueView:
         """This queue with ``flavors`` taken out of its resource groups (a group left with none goes
         too: Kueue requires at least one flavor per group)."""
-        spec = dict(section(self.raw, "spec"))
+        spec = dict(self.raw.get("spec") or EMPTY)
         groups = []
         for group in spec.get("resourceGroups") or ():
             kept = [f for f in group.get("flavors") or () if f.get("name") not in flavors]
@@ -154,15 +154,15 @@ class LocalQueueView(ObjectView):
 
 
 def topology(body: Mapping[str, Any]) -> TopologyView:
-    levels = section(body, "spec").get("levels") or ()
+    levels = (body.get("spec") or EMPTY).get("levels") or ()
     return TopologyView(**ObjectView.fields(body), levels=tuple(lv.get("nodeLabel") for lv in levels))
 
 
 def resource_flavor(body: Mapping[str, Any]) -> ResourceFlavorView:
-    spec = section(body, "spec")
+    spec = body.get("spec") or EMPTY
     return ResourceFlavorView(
         **ObjectView.fields(body),
-        node_labels=string_map(spec.get("nodeLabels")),
+        node_labels=spec.get("nodeLabels") or {},
         topology_name=spec.get("topologyName"),
     )
 
@@ -182,9 +182,10 @@ def _group(group: Mapping[str, Any]) -> ResourceGroup:
 
 
 def cluster_queue(body: Mapping[str, Any]) -> ClusterQueueView:
-    spec, status = section(body, "spec"), section(body, "status")
-    preemption = section(spec, "preemption")
-    selector = section(section(spec, "namespaceSelector"), "matchLabels")
+    spec = body.get("spec") or EMPTY
+    status = body.get("status") or EMPTY
+    preemption = spec.get("preemption") or EMPTY
+    selector = (spec.get("namespaceSelector") or EMPTY).get("matchLabels") or EMPTY
     return ClusterQueueView(
         **ObjectView.fields(body),
         cohort=spec.get("cohort") or spec.get("cohortName") or None,
@@ -192,15 +193,17 @@ def cluster_queue(body: Mapping[str, Any]) -> ClusterQueueView:
         resource_groups=tuple(_group(g) for g in spec.get("resourceGroups") or ()),
         within_cluster_queue=preemption.get("withinClusterQueue", "Never"),
         reclaim_within_cohort=preemption.get("reclaimWithinCohort", "Never"),
-        borrow_within_cohort=section(preemption, "borrowWithinCohort").get("policy", "Never"),
-        fair_weight=section(spec, "fairSharing").get("weight", 1),
+        borrow_within_cohort=(preemption.get("borrowWithinCohort") or EMPTY).get("policy", "Never"),
+        fair_weight=(spec.get("fairSharing") or EMPTY).get("weight", 1),
         stop_policy=spec.get("stopPolicy", "None"),
         workload_counts={k: int(status.get(k) or 0) for k in WORKLOAD_COUNTS},
     )
 
 
 def _local_queue(body: Mapping[str, Any]) -> LocalQueueView:
-    return LocalQueueView(**ObjectView.fields(body), cluster_queue=section(body, "spec").get("clusterQueue"))
+    return LocalQueueView(
+        **ObjectView.fields(body), cluster_queue=(body.get("spec") or EMPTY).get("clusterQueue")
+    )
 
 
 def _priority_class(body: Mapping[str, Any]) -> WorkloadPriorityClassView:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topogov.domain.views.batch import PodSpecView, Quantities
-from topogov.domain.views.common import EMPTY, Condition, conditions_of, first_condition, section, string_map
+from topogov.domain.views.common import EMPTY, Condition, conditions_of, first_condition
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,9 @@ class TopologyRequest:
     @property
     def asked(self) -> bool:
         return bool(self.required or self.preferred or self.unconstrained)
+
+
+NO_TOPOLOGY_REQUEST = TopologyRequest()  # a pod set without one (shared: a view is never changed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,32 +74,36 @@ class WorkloadView:
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> WorkloadView:
-        meta, spec, status = section(body, "metadata"), section(body, "spec"), section(body, "status")
-        admission = section(status, "admission")
-        owners = meta.get("ownerReferences") or [EMPTY]
+        meta = body.get("metadata") or EMPTY
+        spec = body.get("spec") or EMPTY
+        status = body.get("status") or EMPTY
+        admission = status.get("admission") or EMPTY
+        owners = meta.get("ownerReferences") or (EMPTY,)
         return cls(
             str(meta.get("name", "")),
             str(meta.get("namespace", "")),
             str(meta.get("uid", "")),
-            string_map(meta.get("labels")),
+            meta.get("labels") or {},
             meta.get("creationTimestamp"),
             str(owners[0].get("uid", "")),
             str(spec.get("queueName", "")),
             int(spec.get("priority") or 0),
-            tuple(_pod_set(ps) for ps in spec.get("podSets") or ()),
+            tuple([_pod_set(ps) for ps in spec.get("podSets") or ()]),
             conditions_of(status),
             admission.get("clusterQueue") or None,
-            tuple(_assignment(psa) for psa in admission.get("podSetAssignments") or ()),
+            tuple([_assignment(psa) for psa in admission.get("podSetAssignments") or ()]),
         )
 
 
 def _pod_set(ps: Mapping[str, Any]) -> PodSet:
-    tr = ps.get("topologyRequest") or EMPTY
+    tr = ps.get("topologyRequest")
     return PodSet(
         ps.get("name", "main"),
         int(ps.get("count", 1)),
-        PodSpecView.from_api(section(section(ps, "template"), "spec")),
-        TopologyRequest(tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained"))),
+        PodSpecView.from_api((ps.get("template") or EMPTY).get("spec") or EMPTY),
+        TopologyRequest(tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained")))
+        if tr
+        else NO_TOPOLOGY_REQUEST,
     )
 
 
@@ -104,12 +111,12 @@ def _assignment(psa: Mapping[str, Any]) -> PodSetAssignment:
     ta = psa.get("topologyAssignment")
     return PodSetAssignment(
         psa.get("name", "main"),
-        string_map(psa.get("flavors")),
+        psa.get("flavors") or {},
         psa.get("resourceUsage") or EMPTY,
         int(psa.get("count", 0)),
         TopologyAssignment(
             tuple(ta.get("levels") or ()),
-            tuple((tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()),
+            tuple([(tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()]),
         )
         if ta
         else None,
