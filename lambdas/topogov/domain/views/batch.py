@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from topogov.domain.quantity import Resources, resources_from, total
-from topogov.domain.views.common import EMPTY, Condition, conditions_of, empty
+from topogov.domain.views.common import EMPTY, Condition, conditions_of, empty, view
 
 Quantities = Mapping[str, Any]  # a container's ``resources.requests``: resource name -> quantity
 
@@ -34,7 +34,7 @@ def scheduler_requests(containers: Iterable[Quantities], init_containers: Iterab
     )
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class Toleration:
     key: str = ""
     operator: str = "Equal"
@@ -46,7 +46,7 @@ def _toleration(t: Mapping[str, Any]) -> Toleration:
     return Toleration(t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class PodSpecView:
     """The parts of a pod spec (a pod's, or a template's) that quota and placement read."""
 
@@ -72,7 +72,7 @@ class PodSpecView:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class PodView:
     """A Pod as the API lists it: who it is, where it runs, what it requests."""
 
@@ -105,7 +105,7 @@ class PodView:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class JobView:
     """A batch/v1 Job. ``raw`` is the Job as the API server returned it, kept whole for one reader:
     the answer to a submission (``ApiService.submit`` returns the created Job)."""

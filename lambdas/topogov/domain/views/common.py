@@ -8,13 +8,36 @@ field."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform, overload
 
 # Read-only, so that no caller can write into the one empty map every view shares.
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+T = TypeVar("T")
+
+
+@overload
+def view(cls: type[T], /) -> type[T]: ...
+@overload
+def view(*, kw_only: bool = False) -> Callable[[type[T]], type[T]]: ...
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def view(cls: Any = None, /, *, kw_only: bool = False) -> Any:
+    """Make a view class: a slotted dataclass that the type checker holds immutable.
+
+    mypy (strict over the domain and the logic) takes a view for a frozen dataclass and refuses an
+    assignment to its fields; at run time it is a plain slotted one (hashable as a frozen one is),
+    because a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``: 1.2 µs
+    for five fields against 0.26, on every one of the tens of thousands of Pods, Workloads and Jobs
+    a pass or an estimate reads."""
+
+    def make(c: Any) -> Any:
+        return dataclass(slots=True, kw_only=kw_only, unsafe_hash=True)(c)
+
+    return make if cls is None else make(cls)
 
 
 def empty() -> Mapping[str, Any]:
@@ -22,7 +45,7 @@ def empty() -> Mapping[str, Any]:
     return EMPTY
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class Condition:
     """One of an object's ``status.conditions`` (metav1.Condition, and batch/v1's JobCondition)."""
 

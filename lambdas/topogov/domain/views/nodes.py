@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from topogov.domain.labels import INSTANCE_TYPE_LABEL, LIFECYCLE_TAINT_PREFIX
 from topogov.domain.nodes import ProviderRef, classify
 from topogov.domain.quantity import Resources, resources_from
+from topogov.domain.views.common import view
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class NodeView:
     """The parts of a Node object the labeler and the snapshot use."""
 

@@ -11,16 +11,16 @@ views (:func:`object_view`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from topogov.domain.labels import NAMESPACE_NAME_LABEL
-from topogov.domain.views.common import EMPTY, empty
+from topogov.domain.views.common import EMPTY, empty, view
 
 WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")  # a ClusterQueue's status
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class ObjectView:
     """What every managed object has: its kind, name, namespace, labels, annotations, whether it is
     being deleted, and the body (``raw``: only to compare it whole and write it back)."""
@@ -68,27 +68,27 @@ class ObjectView:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class NamespaceView(ObjectView):
     pass
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class CohortView(ObjectView):
     pass
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class WorkloadPriorityClassView(ObjectView):
     value: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class TopologyView(ObjectView):
     levels: tuple[str, ...] = ()  # each level's node label, coarsest first
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class ResourceFlavorView(ObjectView):
     node_labels: Mapping[str, str] = field(default_factory=empty)
     topology_name: str | None = None
@@ -99,7 +99,7 @@ class ResourceFlavorView(ObjectView):
         return resource_flavor({**self.raw, "spec": spec})
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class ResourceQuota:
     name: str
     nominal_quota: Any  # a quantity, as written
@@ -107,19 +107,19 @@ class ResourceQuota:
     lending_limit: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class FlavorQuotas:
     name: str
     resources: tuple[ResourceQuota, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class ResourceGroup:
     covered_resources: tuple[str, ...]
     flavors: tuple[FlavorQuotas, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class ClusterQueueView(ObjectView):
     cohort: str | None = None  # spec.cohort (v1beta1) or spec.cohortName (v1beta2)
     team_namespace: str | None = None  # the namespace its namespaceSelector matches by name
@@ -148,7 +148,7 @@ class ClusterQueueView(ObjectView):
         return cluster_queue({**self.raw, "spec": spec})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@view(kw_only=True)
 class LocalQueueView(ObjectView):
     cluster_queue: str | None = None
 

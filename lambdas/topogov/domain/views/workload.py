@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from topogov.domain.views.batch import PodSpecView, Quantities
-from topogov.domain.views.common import EMPTY, Condition, conditions_of, first_condition
+from topogov.domain.views.common import EMPTY, Condition, conditions_of, first_condition, view
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class TopologyRequest:
     """A pod set's ``topologyRequest``: at most one of required/preferred/unconstrained is set."""
 
@@ -27,7 +26,7 @@ class TopologyRequest:
 NO_TOPOLOGY_REQUEST = TopologyRequest()  # a pod set without one (shared: a view is never changed)
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class PodSet:
     name: str
     count: int
@@ -35,7 +34,7 @@ class PodSet:
     topology_request: TopologyRequest
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class TopologyAssignment:
     """``topologyAssignment`` (v1beta1): the level labels, and per domain its values and pod count."""
 
@@ -43,7 +42,7 @@ class TopologyAssignment:
     domains: tuple[tuple[tuple[str, ...], int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class PodSetAssignment:
     """One of ``status.admission.podSetAssignments``."""
 
@@ -54,7 +53,7 @@ class PodSetAssignment:
     topology_assignment: TopologyAssignment | None
 
 
-@dataclass(frozen=True, slots=True)
+@view
 class WorkloadView:
     name: str
     namespace: str
