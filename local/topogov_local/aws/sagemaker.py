@@ -65,7 +65,7 @@ _LIMITS: dict[str, int] = {}
 _installed = False
 
 QUOTA, CONFIG = "compute-quota", "cluster-scheduler-config"
-_FIELDS = {  # what Describe answers from the request, per kind
+FIELDS = {  # what Describe answers from the request, per kind
     QUOTA: (
         "Name",
         "Description",
@@ -76,7 +76,7 @@ _FIELDS = {  # what Describe answers from the request, per kind
     ),
     CONFIG: ("Name", "Description", "ClusterArn", "SchedulerConfig"),
 }
-_PREFIX = {QUOTA: "ComputeQuota", CONFIG: "ClusterSchedulerConfig"}
+PREFIX = {QUOTA: "ComputeQuota", CONFIG: "ClusterSchedulerConfig"}
 
 
 # --- errors ------------------------------------------------------------------------------------------
@@ -259,9 +259,9 @@ def _conflicts(kind: str, record: dict[str, Any], records: dict[str, dict[str, A
 
 def create(account: str, region: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
     """CreateComputeQuota / CreateClusterSchedulerConfig: the new id and ARN."""
-    check_request(f"Create{_PREFIX[kind]}", params)
+    check_request(f"Create{PREFIX[kind]}", params)
     cluster_by_arn(account, region, params["ClusterArn"])
-    fields = _with_defaults(kind, {k: params[k] for k in _FIELDS[kind] if k in params})
+    fields = _with_defaults(kind, {k: params[k] for k in FIELDS[kind] if k in params})
     with _lock:
         records = _records(account, region, kind)
         conflict = _conflicts(kind, fields, records)
@@ -286,9 +286,9 @@ def create(account: str, region: str, kind: str, params: dict[str, Any]) -> dict
             "LastModifiedTime": _now(),
             "Tags": list(params.get("Tags") or []),
         }
-        record["versions"] = {1: {k: copy.deepcopy(record[k]) for k in _FIELDS[kind] if k in record}}
+        record["versions"] = {1: {k: copy.deepcopy(record[k]) for k in FIELDS[kind] if k in record}}
         records[new_id] = record
-    return {f"{_PREFIX[kind]}Arn": record["arn"], f"{_PREFIX[kind]}Id": new_id}
+    return {f"{PREFIX[kind]}Arn": record["arn"], f"{PREFIX[kind]}Id": new_id}
 
 
 def _get(account: str, region: str, kind: str, record_id: str) -> dict[str, Any]:
@@ -300,8 +300,8 @@ def _get(account: str, region: str, kind: str, record_id: str) -> dict[str, Any]
 
 
 def describe(account: str, region: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    check_request(f"Describe{_PREFIX[kind]}", params)
-    prefix = _PREFIX[kind]
+    check_request(f"Describe{PREFIX[kind]}", params)
+    prefix = PREFIX[kind]
     with _lock:
         record = _get(account, region, kind, params[f"{prefix}Id"])
         version = params.get(f"{prefix}Version") or record["version"]
@@ -321,7 +321,7 @@ def describe(account: str, region: str, kind: str, params: dict[str, Any]) -> di
 
 def update(account: str, region: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
     """UpdateComputeQuota / UpdateClusterSchedulerConfig: refused unless ``TargetVersion`` is current."""
-    prefix = _PREFIX[kind]
+    prefix = PREFIX[kind]
     check_request(f"Update{prefix}", params)
     with _lock:
         record = _get(account, region, kind, params[f"{prefix}Id"])
@@ -331,33 +331,33 @@ def update(account: str, region: str, kind: str, params: dict[str, Any]) -> dict
                 f"TargetVersion {params['TargetVersion']} is not the current version {record['version']} "
                 f"of {record['id']}.",
             )
-        changed = {k: params[k] for k in _FIELDS[kind] if k in params}
+        changed = {k: params[k] for k in FIELDS[kind] if k in params}
         team = (changed.get("ComputeQuotaTarget") or {}).get("TeamName")
         was = record.get("ComputeQuotaTarget", {}).get("TeamName")
         if kind == QUOTA and team is not None and team != was:
             raise refuse(
                 "ValidationException", f"ComputeQuotaTarget.TeamName cannot be updated (it is {was})."
             )
-        merged = _with_defaults(kind, {k: record[k] for k in _FIELDS[kind] if k in record} | changed)
+        merged = _with_defaults(kind, {k: record[k] for k in FIELDS[kind] if k in record} | changed)
         record.update(merged)
         record["version"] += 1
         record["versions"][record["version"]] = {
-            k: copy.deepcopy(record[k]) for k in _FIELDS[kind] if k in record
+            k: copy.deepcopy(record[k]) for k in FIELDS[kind] if k in record
         }
         record["Status"], record["LastModifiedTime"] = "Updated", _now()
     return {f"{prefix}Arn": record["arn"], f"{prefix}Version": record["version"]}
 
 
 def delete(account: str, region: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    check_request(f"Delete{_PREFIX[kind]}", params)
+    check_request(f"Delete{PREFIX[kind]}", params)
     with _lock:
-        _get(account, region, kind, params[f"{_PREFIX[kind]}Id"])
-        del _records(account, region, kind)[params[f"{_PREFIX[kind]}Id"]]
+        _get(account, region, kind, params[f"{PREFIX[kind]}Id"])
+        del _records(account, region, kind)[params[f"{PREFIX[kind]}Id"]]
     return {}
 
 
 def _summary(kind: str, record: dict[str, Any]) -> dict[str, Any]:
-    prefix = _PREFIX[kind]
+    prefix = PREFIX[kind]
     out = {
         f"{prefix}Arn": record["arn"],
         f"{prefix}Id": record["id"],
@@ -379,7 +379,7 @@ def _summary(kind: str, record: dict[str, Any]) -> dict[str, Any]:
 def list_records(account: str, region: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
     """ListComputeQuotas / ListClusterSchedulerConfigs: filtered, sorted (CreationTime, Descending by
     default), paged."""
-    check_request(f"List{_PREFIX[kind]}s", params)
+    check_request(f"List{PREFIX[kind]}s", params)
     with _lock:
         found = [r for r in _records(account, region, kind).values() if _listed(r, params)]
     key = {"Name": "Name", "Status": "Status", "ClusterArn": "ClusterArn"}.get(
@@ -389,7 +389,7 @@ def list_records(account: str, region: str, kind: str, params: dict[str, Any]) -
     start = int(params.get("NextToken") or 0)
     size = int(params.get("MaxResults") or DEFAULT_MAX_RESULTS)
     page = found[start : start + size]
-    out: dict[str, Any] = {f"{_PREFIX[kind]}Summaries": [_summary(kind, r) for r in page]}
+    out: dict[str, Any] = {f"{PREFIX[kind]}Summaries": [_summary(kind, r) for r in page]}
     if start + size < len(found):
         out["NextToken"] = str(start + size)
     return out
