@@ -324,3 +324,52 @@ def test_every_request_rendered_from_a_valid_policy_passes_the_apis_rules(types,
     for quota in governance.compute_quotas:
         assert request_errors("sagemaker", "CreateComputeQuota", copy.deepcopy(quota)) == []
     assert request_errors("sagemaker", "CreateClusterSchedulerConfig", governance.scheduler_config) == []
+
+
+# --- topogov policy check --hyperpod ----------------------------------------------------------------
+
+
+def check(path: Path, *extra: str) -> int:
+    import argparse
+
+    from topogov_cli import policy as policy_cmd
+
+    parser = argparse.ArgumentParser()
+    policy_cmd.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["policy", "check", str(path), "--hyperpod", *extra])
+    return int(args.func(args))
+
+
+def test_policy_check_hyperpod_shows_each_teams_compute_quota_and_what_differs(capsys):
+    assert check(SAMPLE) == 0
+    out = capsys.readouterr().out
+    assert "cluster policy topogov: fair share Enabled; priority classes inference (weight 100)" in out
+    assert "ComputeQuota team-c (team team-c, namespace hyperpod-ns-team-c)" in out
+    assert "Strategy Lend; PreemptTeamTasks Never; FairShareWeight 2" in out
+    assert "ml.p5.48xlarge       241           5542  57826" in out
+    assert "- teams.team-a.quota.vpc.amazonaws.com/efa: HyperPod has no EFA quota" in out
+
+
+def test_policy_check_hyperpod_json_is_what_cdk_deploy_sends(capsys):
+    import json
+
+    assert check(SAMPLE, "--json", "--cluster-arn", ARN) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["computeQuotas"] == hyperpod.render(sample(), ARN).compute_quotas
+    assert body["clusterSchedulerConfig"]["ClusterArn"] == ARN
+
+
+def test_policy_check_hyperpod_lists_every_refusal_and_exits_1(tmp_path, capsys):
+    import yaml
+
+    doc = document({"team-a": team(fairShareWeight=101, namespace="x")})
+    path = tmp_path / "teams.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert check(path) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"topogov policy check: {path} is not a policy HyperPod task governance takes:"
+    assert [line.split(":")[0].strip() for line in err[1:]] == [
+        "teams.team-a.namespace",
+        "teams.team-a.localQueue",  # its default follows the namespace given
+        "teams.team-a.fairShareWeight",
+    ]

@@ -64,12 +64,14 @@ def _sharing(team: Team, types: Sequence[FlavorInput]) -> dict[str, Any]:
     return sharing | {"BorrowLimit": 0} | ({"AbsoluteBorrowLimits": absolute} if absolute else {})
 
 
-def compute_quota(name: str, team: Team, types: Sequence[FlavorInput], cluster_arn: str) -> dict[str, Any]:
-    """The CreateComputeQuota request of one team."""
+def compute_quota(
+    name: str, team: Team, types: Sequence[FlavorInput], cluster_arn: str | None
+) -> dict[str, Any]:
+    """The CreateComputeQuota request of one team (without ClusterArn when ``cluster_arn`` is None)."""
     return {
         "Name": name,
         "Description": DESCRIPTION.format(team=name),
-        "ClusterArn": cluster_arn,
+        **({"ClusterArn": cluster_arn} if cluster_arn is not None else {}),
         "ComputeQuotaConfig": {
             "ComputeQuotaResources": resource_configs(team.quota_resources, types),
             "ResourceSharingConfig": _sharing(team, types),
@@ -80,8 +82,8 @@ def compute_quota(name: str, team: Team, types: Sequence[FlavorInput], cluster_a
     }
 
 
-def scheduler_config(policy: Policy, cluster_arn: str) -> dict[str, Any]:
-    """The CreateClusterSchedulerConfig request of the policy."""
+def scheduler_config(policy: Policy, cluster_arn: str | None) -> dict[str, Any]:
+    """The CreateClusterSchedulerConfig request of the policy (without ClusterArn when None)."""
     config: dict[str, Any] = {
         "PriorityClasses": [
             {"Name": hyperpod_class_name(pc.name), "Weight": class_weight(pc)}
@@ -91,16 +93,18 @@ def scheduler_config(policy: Policy, cluster_arn: str) -> dict[str, Any]:
     }
     if policy.hyperpod is not None and policy.hyperpod.idle_resource_sharing is not None:
         config["IdleResourceSharing"] = policy.hyperpod.idle_resource_sharing
-    return {"Name": SCHEDULER_CONFIG_NAME, "ClusterArn": cluster_arn, "SchedulerConfig": config}
+    arn = {"ClusterArn": cluster_arn} if cluster_arn is not None else {}
+    return {"Name": SCHEDULER_CONFIG_NAME, **arn, "SchedulerConfig": config}
 
 
-def render(policy: Policy, cluster_arn: str) -> TaskGovernance:
-    """The policy as the task governance APIs take it, for the cluster ``cluster_arn``.
+def render(policy: Policy, cluster_arn: str | None) -> TaskGovernance:
+    """The policy as the task governance APIs take it, for the cluster ``cluster_arn`` (None: the
+    requests without their ClusterArn, e.g. ``topogov policy check --hyperpod``).
 
     Raises ``PolicyError`` with every problem (:func:`problems`) when the APIs would refuse any of
     it, or when ``cluster_arn`` is not a cluster ARN they take."""
     found = problems(policy)
-    arn_problem = api.cluster_arn_problem(cluster_arn)
+    arn_problem = api.cluster_arn_problem(cluster_arn) if cluster_arn is not None else None
     if arn_problem:
         found.insert(0, ("hyperpodClusterArn", arn_problem))
     if found:
