@@ -150,7 +150,12 @@ def test_the_addon_writes_follows_and_overwrites_its_kueue_objects(
         "ClusterQueue/hyperpod-ns-team-b-clusterqueue",
         "Namespace/hyperpod-ns-team-b",
     }
-    assert get(kube, f"{KUEUE}/clusterqueues/hyperpod-ns-team-b-clusterqueue") is None
+    # (Kueue's finalizer lets the queue go once nothing uses it)
+    wait_until(
+        lambda: get(kube, f"{KUEUE}/clusterqueues/hyperpod-ns-team-b-clusterqueue") is None,
+        "team-b's ClusterQueue gone",
+        timeout_s=60,
+    )
     own = get(kube, "/api/v1/namespaces/topogov-own")["metadata"]["labels"]
     assert own[MANAGED_BY_LABEL] == "topogov" and SAGEMAKER_MANAGED_QUEUE_LABEL not in own
 

@@ -172,11 +172,15 @@ class AddonEmulator:
         return "v1" if kind == "Namespace" else f"kueue.x-k8s.io/{self.api_version}"
 
     def owned(self) -> list[dict[str, Any]]:
-        """Every object of the add-on's kinds that carries its label."""
+        """Every object of the add-on's kinds that carries its label and is not being deleted (a
+        ClusterQueue waits for Kueue's finalizer, a namespace for its contents)."""
         out = []
         for kind in KINDS:
             for obj in self.objects.list(self._api_version_of(kind), kind):
-                if (obj["metadata"].get("labels") or {}).get(SAGEMAKER_MANAGED_QUEUE_LABEL) == "true":
+                meta = obj["metadata"]
+                if (meta.get("labels") or {}).get(SAGEMAKER_MANAGED_QUEUE_LABEL) == "true" and not meta.get(
+                    "deletionTimestamp"
+                ):
                     out.append(obj)
         return out
 
