@@ -264,6 +264,7 @@ BODY_FIELDS = frozenset(
 VIEWS = ROOT / "lambdas/topogov/domain/views"
 RENDERERS: dict[str, frozenset[str] | None] = {
     "lambdas/topogov/domain/kueue.py": None,  # the whole module renders Kueue's objects
+    "lambdas/topogov/domain/hyperpod/addon.py": None,  # renders the objects the HyperPod add-on writes
     "lambdas/topogov/domain/jobs.py": frozenset(  # renders the Job; checks and completes a submitted one
         {
             "inspect_manifest", "manifest_namespace", "_checked_metadata", "_checked_counts",

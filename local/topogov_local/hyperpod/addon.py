@@ -176,23 +176,20 @@ class AddonEmulator:
         ClusterQueue waits for Kueue's finalizer, a namespace for its contents)."""
         out = []
         for kind in KINDS:
-            for obj in self.objects.list(self._api_version_of(kind), kind):
-                meta = obj["metadata"]
-                if (meta.get("labels") or {}).get(SAGEMAKER_MANAGED_QUEUE_LABEL) == "true" and not meta.get(
-                    "deletionTimestamp"
-                ):
-                    out.append(obj)
+            for view in self.objects.list(self._api_version_of(kind), kind):
+                if view.labels.get(SAGEMAKER_MANAGED_QUEUE_LABEL) == "true" and not view.deleting:
+                    out.append(dict(view.raw))
         return out
 
     def _apply(self, wanted: dict[str, Any], result: SyncResult) -> None:
         kind, name, namespace = ref(wanted)
         for _attempt in range(3):  # a 409: someone wrote in between; read again
-            live = self.objects.get(wanted["apiVersion"], kind, name, namespace)
-            if live is None:
+            view = self.objects.get(wanted["apiVersion"], kind, name, namespace)
+            if view is None:
                 self.objects.create(wanted)
                 result.created.append(_key(wanted))
                 return
-            labels = live["metadata"].get("labels") or {}
+            live, labels = view.raw, view.labels
             body = {k: v for k, v in wanted.items() if k not in ("metadata", "apiVersion", "kind")}
             if holds(labels, wanted["metadata"]["labels"]) and holds(live, body):
                 return
