@@ -32,6 +32,8 @@ class Snapshot:
     placement: dict[str, Any] = field(default_factory=dict)
     # the running jobs at the last full pass, with their GPUs per node (domain/fleet_map.running_jobs)
     running: list[dict[str, Any]] = field(default_factory=list)
+    # the cluster's mode at the last full pass (domain/hyperpod/mode.Mode.to_json): the API follows it
+    mode: dict[str, Any] = field(default_factory=dict)
 
     def node_for_instance(self, instance_id: str) -> str | None:
         for node in self.nodes.values():
@@ -61,6 +63,7 @@ class Snapshot:
             "tree": tree.to_json(),
             "placement": self.placement,
             "running": self.running,
+            **({"mode": self.mode} if self.mode else {}),
         }
 
     @classmethod
@@ -84,4 +87,5 @@ class Snapshot:
         absent = {i: float(t) for i, t in (data.get("absent") or {}).items()}
         placement = dict(data.get("placement") or {})
         running = list(data.get("running") or [])
-        return cls(instances, absent, nodes, float(data.get("generated_at", 0.0)), placement, running)
+        mode = dict(data.get("mode") or {})
+        return cls(instances, absent, nodes, float(data.get("generated_at", 0.0)), placement, running, mode)

@@ -67,6 +67,8 @@ class WorkloadView:
     conditions: tuple[Condition, ...]
     admitted_queue: str | None  # status.admission.clusterQueue, while it holds quota
     pod_set_assignments: tuple[PodSetAssignment, ...]
+    owner_kind: str = ""  # the first owner's kind: Job, or HyperPodPyTorchJob (hyp create hyp-pytorch-job)
+    owner_name: str = ""
 
     def condition(self, kind: str) -> Condition | None:
         return first_condition(self.conditions, kind)
@@ -91,6 +93,8 @@ class WorkloadView:
             conditions_of(status),
             admission.get("clusterQueue") or None,
             tuple([_assignment(psa) for psa in admission.get("podSetAssignments") or ()]),
+            str(owners[0].get("kind", "")),
+            str(owners[0].get("name", "")),
         )
 
 
