@@ -1,0 +1,151 @@
+"""``topogov local --hyperpod`` end to end (issue 25): the local stack as a SageMaker HyperPod cluster.
+
+The stack is deployed with ``-c topogov:hyperpodClusterArn`` by the CDK CLI (teams.yaml becomes
+ComputeQuotas in the AWS emulator), the nodes are HyperPod's (providerIDs, ``ml.`` types, health labels,
+two unhealthy), and the task governance add-on's emulation writes the Kueue objects into the real API
+server, which real Kueue admits from. Then:
+
+* AWS's example Job (a batch/v1 Job asking ``podset-required-topology: network-node-layer-3``, in
+  ``hyperpod-ns-team-a`` with the add-on's LocalQueue) runs with its pods in one layer-3 domain;
+* the reconcile pass runs in HyperPod mode, writes no node (the API server's audit log: no PATCH or
+  UPDATE of a Node as ``topogov:reconciler``) and no Kueue object (none labelled managed-by topogov),
+  and its governor reports no drift from the add-on's objects;
+* a policy change shipped with ``cdk deploy`` reaches the add-on's ClusterQueue.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from topogov.domain.labels import MANAGED_BY_LABEL, layer_label
+from topogov_local import events
+from topogov_local.rehearse.privilege import audit_events
+from topogov_local.stack import LocalStack, StackOptions
+from topogov_local.walkthrough.hyperpod import example_job, nominal_gpus, policy_with_more_gpus
+from topogov_local.walkthrough.labeler import invoke
+
+FLEET = "p5.48xlarge=16,p6-b200.48xlarge=2,c5.2xlarge=1"
+KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
+NAMESPACE = "hyperpod-ns-team-a"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: Any) -> Iterator[LocalStack]:
+    directory = tmp_path_factory.mktemp("local-hyperpod")
+    options = StackOptions(
+        directory=directory, fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=None, hyperpod=True,
+        audit_log=True,
+    )  # fmt: skip
+    with LocalStack(options) as s:
+        saved = dict(os.environ)
+        os.environ.update(s.env())
+        try:
+            yield s
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def wait_for(what: str, check: Any, timeout_s: float = 180.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout_s:.0f} s")
+        time.sleep(1.0)
+
+
+@pytest.fixture(scope="module")
+def first_pass(stack: LocalStack) -> dict[str, Any]:
+    return invoke(events.scheduled_event())
+
+
+def test_the_pass_runs_in_hyperpod_mode_and_reads_the_nodes_as_hyperpod_labels_them(
+    stack: LocalStack, first_pass: dict[str, Any]
+) -> None:
+    assert first_pass["cluster_mode"] == "hyperpod", first_pass
+    assert first_pass["cluster_mode_why"].startswith("configured (topogov:hyperpodClusterArn")
+    assert NAMESPACE in first_pass["cluster_mode_why"]
+    assert first_pass["patched"] == 0 and first_pass["ec2_calls"] == 0
+    assert first_pass["hyperpod_nodes"] >= 18 and first_pass["unavailable"] >= 2
+    governor = first_pass["governor"]
+    assert governor["mode"] == "hyperpod" and governor["writes"] == 0
+    assert governor["drift"] == [], governor
+    assert governor["expected"] == governor["matching"] > 0
+
+
+def test_aws_example_job_runs_in_one_layer3_domain(stack: LocalStack, first_pass: dict[str, Any]) -> None:
+    kube = stack.kube()
+    job = example_job(NAMESPACE, parallelism=4)
+    resp = kube.request("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", body=job)
+    assert resp.status == 201, resp.body
+
+    def running() -> list[dict[str, Any]]:
+        pods = kube.request(
+            "GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query={"labelSelector": "job-name=test-tas-job"}
+        ).body["items"]
+        up = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        return up if len(up) == 4 else []
+
+    pods = wait_for("the example Job's 4 pods Running", running)
+    nodes = {n["metadata"]["name"]: n for n in kube.request("GET", "/api/v1/nodes").body["items"]}
+    on = [nodes[p["spec"]["nodeName"]] for p in pods]
+    assert len({n["metadata"]["labels"][layer_label(3)] for n in on}) == 1, [
+        n["metadata"]["name"] for n in on
+    ]
+    assert all(
+        n["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"] == "Schedulable" for n in on
+    )
+
+
+def test_no_kueue_object_is_topogovs_and_the_reconciler_never_writes_a_node(
+    stack: LocalStack, first_pass: dict[str, Any]
+) -> None:
+    invoke(events.scheduled_event())  # a second pass, with the job running
+    kube = stack.kube()
+    for plural in (
+        "clusterqueues",
+        "localqueues",
+        "resourceflavors",
+        "workloadpriorityclasses",
+        "topologies",
+    ):
+        items = kube.request("GET", f"{KUEUE}/{plural}", query={"labelSelector": MANAGED_BY_LABEL}).body[
+            "items"
+        ]
+        assert items == [], plural
+    assert kube.request("GET", f"{KUEUE}/clusterqueues").body["items"], "the add-on wrote the queues"
+    events_seen = audit_events(stack.dir / "audit.log", "topogov:reconciler")
+    assert events_seen, "the audit log recorded the reconciler's requests"
+    writes = [
+        e for e in events_seen
+        if (e.get("objectRef") or {}).get("resource") == "nodes" and e.get("verb") in ("patch", "update")
+    ]  # fmt: skip
+    assert writes == []
+    assert any(
+        (e.get("objectRef") or {}).get("resource") == "nodes" and e["verb"] == "list" for e in events_seen
+    )
+
+
+def test_a_policy_change_through_cdk_deploy_reaches_the_addons_cluster_queue(stack: LocalStack) -> None:
+    kube = stack.kube()
+    queue = f"{KUEUE}/clusterqueues/hyperpod-ns-team-c-clusterqueue"
+    before = nominal_gpus(kube.request("GET", queue).body)
+    text, wanted = policy_with_more_gpus(stack.options.policy_file.read_text(), "team-c", before, 8)
+    stack.redeploy(text)
+    after = wait_for(
+        "the add-on's ClusterQueue with the new quota",
+        lambda: (n := nominal_gpus(kube.request("GET", queue).body)) == wanted and n,
+        timeout_s=60,
+    )
+    assert (before, after) == (wanted - 8, wanted)
+    os.environ.update(stack.env())  # the functions of the new deployment: teams.yaml as changed
+    summary = invoke(events.scheduled_event())
+    assert summary["governor"]["drift"] == [], summary["governor"]
