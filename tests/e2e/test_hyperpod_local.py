@@ -103,6 +103,11 @@ def test_aws_example_job_runs_in_one_layer3_domain(stack: LocalStack, first_pass
     assert all(
         n["metadata"]["labels"]["sagemaker.amazonaws.com/node-health-status"] == "Schedulable" for n in on
     )
+    # admitted by Kueue from the add-on's queue, with a topology assignment (TAS placed it)
+    (workload,) = kube.request("GET", f"{KUEUE}/namespaces/{NAMESPACE}/workloads").body["items"]
+    admission = workload["status"]["admission"]
+    assert admission["clusterQueue"] == "hyperpod-ns-team-a-clusterqueue"
+    assert admission["podSetAssignments"][0]["topologyAssignment"]["levels"]
 
 
 def test_no_kueue_object_is_topogovs_and_the_reconciler_never_writes_a_node(
