@@ -359,10 +359,16 @@ class LocalStack:
                     "fargate-ip-10-0-9-9.ec2.internal", f"aws:///{az}/0a1b2c3d4e/fargate-ip-10-0-9-9"
                 ),
                 fleetmod.extra_node("hybrid-node-1", "eks-hybrid:///us-east-1/topogov/hybrid-node-1"),
-                fleetmod.extra_node(
-                    "hyperpod-i-0f00000000000000a",
-                    "aws:///use1-az1/sagemaker/cluster/hyperpod-abc123xyz-i-0f00000000000000a",
-                    {"sagemaker.amazonaws.com/compute-type": "hyperpod"},
+                *(
+                    ()
+                    if self.options.hyperpod  # its nodes are this cluster's (_register_hyperpod_nodes)
+                    else (
+                        fleetmod.extra_node(
+                            "hyperpod-i-0f00000000000000a",
+                            "aws:///use1-az1/sagemaker/cluster/hyperpod-abc123xyz-i-0f00000000000000a",
+                            {"sagemaker.amazonaws.com/compute-type": "hyperpod"},
+                        ),
+                    )
                 ),
                 fleetmod.extra_node("bare-metal-1", None),
                 fleetmod.extra_node("odd-provider-id", f"aws:///{az}/not-an-instance-id"),
@@ -480,9 +486,12 @@ class LocalStack:
     def _start_addon(self) -> None:
         """The task governance add-on, emulated: one sync now (the queues exist before any job), then
         one every few seconds, as the add-on follows SageMaker's API."""
+        from topogov_cli.preflight_hyperpod import ADDON
         from topogov_local.hyperpod import AddonEmulator
 
         assert self.hyperpod_arn is not None
+        # installed as an EKS add-on (what `topogov preflight` looks for), no version of the catalogue
+        self.client("eks").create_addon(clusterName=CLUSTER, addonName=ADDON)
         self.addon = AddonEmulator(self.aws_url, self.hyperpod_arn, self.kube(), interval_s=2.0)
         self.addon.sync()
         self.addon.start()

@@ -16,6 +16,7 @@ server, which real Kueue admits from. Then:
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -154,3 +155,63 @@ def test_a_policy_change_through_cdk_deploy_reaches_the_addons_cluster_queue(sta
     os.environ.update(stack.env())  # the functions of the new deployment: teams.yaml as changed
     summary = invoke(events.scheduled_event())
     assert summary["governor"]["drift"] == [], summary["governor"]
+
+
+def test_preflight_checks_the_addon_the_nodes_labels_and_prints_what_the_addon_wrote(
+    stack: LocalStack, monkeypatch: Any, capsys: Any
+) -> None:
+    from pathlib import Path
+
+    from topogov_cli.main import main
+
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", stack.aws_url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    root = Path(__file__).resolve().parents[2]
+    arn = f"topogov:hyperpodClusterArn={stack.hyperpod_arn}"
+    argv = ["preflight", "--app", str(root), "--cluster", "topogov-local",
+            "--kubeconfig", str(stack.kubeconfig), "-c", arn]  # fmt: skip
+    main(argv)
+    lines = {}
+    for line in capsys.readouterr().out.splitlines():
+        m = re.match(r"^(ok  |FAIL)  (\S.*?)  +(\S.*)$", line)
+        if m:
+            lines[m.group(2).strip()] = f"{m.group(1).strip()} {m.group(3)}"
+    assert lines["HyperPod cluster"].startswith("ok topogov-local InService"), lines
+    assert lines["task governance add-on"].startswith("ok amazon-sagemaker-hyperpod-taskgovernance"), lines
+    assert lines["task governance add-on"].endswith("ACTIVE")
+    assert re.match(r"ok 18 of 18 HyperPod nodes carry .*; 2 not available", lines["node topology labels"]), (
+        lines
+    )
+    team_a = lines["ClusterQueue hyperpod-ns-team-a-clusterqueue"]
+    assert team_a.startswith("ok cohort shared-pool; preemption ") and "ml.p5.48xlarge: " in team_a
+    assert lines["Topology hyperpod-topology"].startswith("ok levels topology.k8s.aws/network-node-layer-1")
+    # a HyperPod node without the layer labels fails the check, naming the fix
+    from topogov_cli.preflight_hyperpod import node_labels_check
+
+    kube = stack.kube()
+    name = next(
+        n["metadata"]["name"]
+        for n in kube.request("GET", "/api/v1/nodes").body["items"]
+        if n["metadata"]["name"].startswith("hyperpod-")
+    )
+    patch = {"metadata": {"labels": {layer_label(k): None for k in (1, 2, 3)}}}
+    resp = kube.request(
+        "PATCH", f"/api/v1/nodes/{name}", body=patch, content_type="application/merge-patch+json"
+    )
+    assert resp.status == 200, resp.body
+    _name, ok, detail = node_labels_check(kube)
+    assert not ok and detail.startswith("17 of 18 HyperPod nodes carry") and "1 without" in detail
+    # a cluster without the add-on says so and how to install it
+    stack.client("eks").create_cluster(
+        name="no-addon", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": []}
+    )
+    from topogov_cli.preflight import Aws
+    from topogov_cli.preflight_hyperpod import addon_check
+
+    name, ok, detail = addon_check(Aws(None, "us-east-1"), "no-addon")
+    assert (name, ok) == ("task governance add-on", False)
+    assert "not installed on no-addon" in detail and "aws eks create-addon" in detail
