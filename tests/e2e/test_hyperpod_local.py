@@ -27,7 +27,7 @@ from topogov.domain.labels import MANAGED_BY_LABEL, layer_label
 from topogov_local import events
 from topogov_local.rehearse.privilege import audit_events
 from topogov_local.stack import LocalStack, StackOptions
-from topogov_local.walkthrough.hyperpod import example_job, nominal_gpus, policy_with_more_gpus
+from topogov_local.walkthrough.hyperpod import example_job, example_pods, nominal_gpus, policy_with_more_gpus
 from topogov_local.walkthrough.labeler import invoke
 
 FLEET = "p5.48xlarge=16,p6-b200.48xlarge=2,c5.2xlarge=1"
@@ -84,7 +84,7 @@ def test_the_pass_runs_in_hyperpod_mode_and_reads_the_nodes_as_hyperpod_labels_t
 
 def test_aws_example_job_runs_in_one_layer3_domain(stack: LocalStack, first_pass: dict[str, Any]) -> None:
     kube = stack.kube()
-    job = example_job(NAMESPACE, parallelism=4)
+    job, count = example_job(), example_pods()  # AWS's, as published: 10 pods
     resp = kube.request("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", body=job)
     assert resp.status == 201, resp.body
 
@@ -93,9 +93,9 @@ def test_aws_example_job_runs_in_one_layer3_domain(stack: LocalStack, first_pass
             "GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query={"labelSelector": "job-name=test-tas-job"}
         ).body["items"]
         up = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-        return up if len(up) == 4 else []
+        return up if len(up) == count else []
 
-    pods = wait_for("the example Job's 4 pods Running", running)
+    pods = wait_for(f"the example Job's {count} pods Running", running)
     nodes = {n["metadata"]["name"]: n for n in kube.request("GET", "/api/v1/nodes").body["items"]}
     on = [nodes[p["spec"]["nodeName"]] for p in pods]
     assert len({n["metadata"]["labels"][layer_label(3)] for n in on}) == 1, [

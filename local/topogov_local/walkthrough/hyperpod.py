@@ -1,10 +1,9 @@
 """Walkthrough of ``topogov local --hyperpod``: the local stack as a SageMaker HyperPod cluster whose task
 governance add-on (emulated, ``local/topogov_local/hyperpod/``) keeps Kueue's objects; Topogov reads them.
 
-The example Job is AWS's (SageMaker Developer Guide, "Topology-aware scheduling in Amazon SageMaker
-HyperPod task governance": a batch/v1 Job in ``hyperpod-ns-<team>`` with the add-on's LocalQueue and the
-``kueue.x-k8s.io/podset-required-topology: topology.k8s.aws/network-node-layer-3`` annotation; its
-``sleep`` image and argument), with GPUs asked so that each pod takes a whole node.
+The example Job is AWS's, as published (``examples/test-tas-job.yaml``: a batch/v1 Job in
+``hyperpod-ns-team-a`` with the add-on's LocalQueue and the
+``kueue.x-k8s.io/podset-required-topology: topology.k8s.aws/network-node-layer-3`` annotation).
 """
 
 from __future__ import annotations
@@ -21,47 +20,17 @@ from topogov_cli.render import governor_line, summary_line
 from topogov_local.walkthrough.console import Console
 from topogov_local.walkthrough.labeler import invoke
 
-EXAMPLE_JOB: dict[str, Any] = {
-    "apiVersion": "batch/v1",
-    "kind": "Job",
-    "metadata": {"name": "test-tas-job", "labels": {}},
-    "spec": {
-        "parallelism": 4,
-        "completions": 4,
-        "suspend": True,
-        "template": {
-            "metadata": {
-                "labels": {},
-                "annotations": {"kueue.x-k8s.io/podset-required-topology": layer_label(3)},
-            },
-            "spec": {
-                "containers": [
-                    {
-                        "name": "dummy-job",
-                        "image": "gcr.io/k8s-staging-perf-tests/sleep:v0.1.0",
-                        "args": ["3600s"],
-                        "resources": {"requests": {GPU: "8"}, "limits": {GPU: "8"}},
-                    }
-                ],
-                "restartPolicy": "Never",
-            },
-        },
-    },
-}
-QUEUE_LABEL_KEY = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL_KEY = "kueue.x-k8s.io/priority-class"
+
+def example_job() -> dict[str, Any]:
+    """AWS's example Job as AWS publishes it (``examples/test-tas-job.yaml``): 10 pods that must share one
+    layer-3 network node, in ``hyperpod-ns-team-a`` with the add-on's LocalQueue, submitted as is."""
+    from topogov_local.aws_example import AWS_EXAMPLE
+
+    return copy.deepcopy(AWS_EXAMPLE)
 
 
-def example_job(namespace: str, parallelism: int = 4, priority: str = "training-priority") -> dict[str, Any]:
-    """AWS's example Job for the team of ``namespace`` (``hyperpod-ns-<team>``): its queue and priority
-    on the Job and on its pod template, as the add-on expects."""
-    job = copy.deepcopy(EXAMPLE_JOB)
-    job["metadata"]["namespace"] = namespace
-    job["spec"]["parallelism"] = job["spec"]["completions"] = parallelism
-    for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
-        labels[QUEUE_LABEL_KEY] = f"{namespace}-localqueue"
-        labels[PRIORITY_LABEL_KEY] = priority
-    return job
+def example_pods() -> int:
+    return int(example_job()["spec"]["parallelism"])
 
 
 def nominal_gpus(cluster_queue: dict[str, Any]) -> int:
@@ -109,7 +78,7 @@ def hyperpod_walkthrough(c: Console) -> None:
 def _example_job(c: Console) -> None:
     kube, namespace = c.stack.kube(), "hyperpod-ns-team-a"
     c.step(4, "AWS's example Job: required topology network-node-layer-3, submitted with kubectl")
-    job = example_job(namespace)
+    job, count = example_job(), example_pods()
     c.say(json.dumps(job["spec"]["template"]["metadata"], indent=None))
     resp = kube.request("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body=job)
     if resp.status not in (201, 409):
@@ -119,7 +88,7 @@ def _example_job(c: Console) -> None:
         pods = kube.request(
             "GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": "job-name=test-tas-job"}
         ).body["items"]
-        if sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running") == 4:
+        if sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running") == count:
             break
         time.sleep(1.0)
     c.kubectl("get", "pods", "-n", namespace, "-o", "wide")
