@@ -39,7 +39,7 @@ NAMESPACE = "hyperpod-ns-team-a"
 def stack(tmp_path_factory: Any) -> Iterator[LocalStack]:
     directory = tmp_path_factory.mktemp("local-hyperpod")
     options = StackOptions(
-        directory=directory, fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=None, hyperpod=True,
+        directory=directory, fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=0, hyperpod=True,
         audit_log=True,
     )  # fmt: skip
     with LocalStack(options) as s:
@@ -215,3 +215,43 @@ def test_preflight_checks_the_addon_the_nodes_labels_and_prints_what_the_addon_w
     name, ok, detail = addon_check(Aws(None, "us-east-1"), "no-addon")
     assert (name, ok) == ("task governance add-on", False)
     assert "not installed on no-addon" in detail and "aws eks create-addon" in detail
+
+
+def call(stack: LocalStack, method: str, path: str, body: Any = None, profile: str = "topogov-team-a") -> Any:
+    from topogov_cli.sigv4 import credentials_for_profile, signed_request
+
+    creds = credentials_for_profile(profile, str(stack.credentials))
+    return signed_request(method, stack.api.url + path, credentials=creds, region="us-east-1", json_body=body)
+
+
+def test_the_api_submits_as_the_addon_expects_and_reads_the_quota_from_its_queue(
+    stack: LocalStack, first_pass: dict[str, Any]
+) -> None:
+    # the API (as topogov:api, deploy/rbac.yaml) reads team-a's quota from the add-on's ClusterQueue
+    team = call(stack, "GET", "/v1/teams/team-a")
+    assert team.status_code == 200, team.text
+    assert (
+        team.json()["quota_source"]
+        == "ClusterQueue hyperpod-ns-team-a-clusterqueue (HyperPod task governance)"
+    )
+    body = {
+        "job_name": "hp-api", "image": "pytorch:latest", "accelerators": 8, "replica_count": 4,
+        "required_topology": layer_label(3),
+    }  # fmt: skip
+    resp = call(stack, "POST", "/v1/jobs", body=body)
+    assert resp.status_code == 201, resp.text
+    # the Job as the API created it (Kueue adds its flavor's nodeLabels to the template once it admits it)
+    job = resp.json()["job"]
+    assert (job["metadata"]["namespace"], job["metadata"]["name"]) == (NAMESPACE, "hp-api")
+    pod = job["spec"]["template"]
+    for labels in (job["metadata"]["labels"], pod["metadata"]["labels"]):
+        assert labels["kueue.x-k8s.io/queue-name"] == "hyperpod-ns-team-a-localqueue"
+        assert labels["kueue.x-k8s.io/priority-class"] == "experimentation-priority"
+    assert pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == layer_label(3)
+    assert "node.kubernetes.io/instance-type" not in (pod["spec"].get("nodeSelector") or {})
+    # a topology beside an instance type: refused, naming the field
+    both = call(
+        stack, "POST", "/v1/jobs", body={**body, "job_name": "hp-both", "instance_type": "p5.48xlarge"}
+    )
+    assert both.status_code == 400, both.text
+    assert "instance_type" in both.text and "not both" in both.text
