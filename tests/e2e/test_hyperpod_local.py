@@ -255,3 +255,20 @@ def test_the_api_submits_as_the_addon_expects_and_reads_the_quota_from_its_queue
     )
     assert both.status_code == 400, both.text
     assert "instance_type" in both.text and "not both" in both.text
+
+
+def test_doctor_says_the_cluster_is_hyperpods_and_who_writes_its_labels_and_queues(
+    stack: LocalStack, monkeypatch: Any, capsys: Any
+) -> None:
+    from topogov_cli.main import main
+
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(stack.credentials))
+    main(["doctor", "--kubeconfig", str(stack.kubeconfig), "--endpoint", stack.api.url,
+          "--profile", "topogov-team-a"])  # fmt: skip
+    out = capsys.readouterr().out
+    seen = (
+        r"ok  +HyperPod +18 HyperPod node\(s\); the task governance add-on's namespaces: "
+        r"hyperpod-ns-team-a, hyperpod-ns-team-b, hyperpod-ns-team-c \(HyperPod mode\)"
+    )
+    assert re.search(seen, out), out
+    assert re.search(r"ok  +Kueue ClusterQueues +hyperpod-ns-team-a-clusterqueue", out), out
