@@ -14,9 +14,13 @@ wrote, printed so that it can be compared with docs/hyperpod.md's table of assum
 * **what the add-on wrote** — its ClusterQueues (cohort, preemption, nominal GPUs and borrowing limit
   per flavor), its Topology objects with their levels: information lines, always passing.
 
-Left to the CloudFormation deploy itself: whether the deployer may call SageMaker's
-``*ComputeQuota``/``*ClusterSchedulerConfig`` actions (CloudFormation refuses with the service's message,
-and rolls back).
+* **SageMaker permissions** — CloudFormation's handlers of ``AWS::SageMaker::ComputeQuota`` and
+  ``AWS::SageMaker::ClusterSchedulerConfig`` call, with the deploy's identity, the actions their registry
+  schemas list (create, update and delete ``handlers.*.permissions``: :data:`HANDLER_ACTIONS`). That
+  identity is CDK's CloudFormation execution role when the account is bootstrapped
+  (``cdk-hnb659fds-cfn-exec-role-<account>-<region>``, CDK's bootstrapping guide), else the caller: IAM
+  ``SimulatePrincipalPolicy`` of it on those actions (identity policies; ``*`` resources, the quotas'
+  ARNs not existing yet).
 """
 
 from __future__ import annotations
@@ -27,6 +31,17 @@ from typing import Any
 from topogov_cli.doctor import Check
 
 ADDON = "amazon-sagemaker-hyperpod-taskgovernance"
+# The CloudFormation registry schemas' handler permissions (create, update, delete) of the two resource
+# types (as bundled with cfn-lint 1.58), deduplicated
+HANDLER_ACTIONS = (
+    "sagemaker:CreateComputeQuota", "sagemaker:UpdateComputeQuota", "sagemaker:DeleteComputeQuota",
+    "sagemaker:DescribeComputeQuota", "sagemaker:CreateClusterSchedulerConfig",
+    "sagemaker:UpdateClusterSchedulerConfig", "sagemaker:DeleteClusterSchedulerConfig",
+    "sagemaker:DescribeClusterSchedulerConfig", "sagemaker:DescribeCluster", "sagemaker:AddTags",
+    "sagemaker:DeleteTags", "sagemaker:ListTags", "eks:DescribeCluster", "eks:AssociateAccessPolicy",
+    "eks:DisassociateAccessPolicy", "eks:DescribeAccessEntry", "eks:ListAssociatedAccessPolicies",
+)  # fmt: skip
+EXEC_ROLE = "cdk-hnb659fds-cfn-exec-role-{account}-{region}"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
 
 
@@ -34,6 +49,7 @@ def hyperpod_checks(aws: Any, cluster_arn: str, eks_cluster: str, http: Any) -> 
     """The HyperPod checks, then the add-on's objects (see the module docstring)."""
     return [
         _guarded("HyperPod cluster", cluster_check, aws, cluster_arn),
+        _guarded("SageMaker permissions", permissions_check, aws),
         _guarded("task governance add-on", addon_check, aws, eks_cluster),
         node_labels_check(http),
         *addon_objects(http),
@@ -66,6 +82,51 @@ def cluster_check(aws: Any, cluster_arn: str) -> Check:
         "HyperPod cluster",
         ok,
         f"{cluster.get('ClusterName')} {status}; instance groups: {groups or 'none'}{fix}",
+    )
+
+
+def deploy_identity(aws: Any) -> str | None:
+    """The IAM principal CloudFormation deploys with: CDK's execution role, else the caller (an
+    assumed role's session as its role); None for the account's root user (allowed everything)."""
+    who = aws("sts").get_caller_identity()
+    iam = aws("iam")
+    try:
+        return str(
+            iam.get_role(RoleName=EXEC_ROLE.format(account=who["Account"], region=aws.region))["Role"]["Arn"]
+        )
+    except Exception as exc:
+        if str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")) != "NoSuchEntity":
+            raise
+    arn = str(who["Arn"])
+    if arn.endswith(":root"):
+        return None
+    if ":assumed-role/" in arn:
+        role = arn.split(":assumed-role/", 1)[1].split("/", 1)[0]
+        return str(iam.get_role(RoleName=role)["Role"]["Arn"])
+    return arn
+
+
+def permissions_check(aws: Any) -> Check:
+    principal = deploy_identity(aws)
+    if principal is None:
+        return ("SageMaker permissions", True, "the account's root user: every action allowed")
+    answer = aws("iam").simulate_principal_policy(
+        PolicySourceArn=principal, ActionNames=list(HANDLER_ACTIONS)
+    )
+    denied = sorted(
+        {r["EvalActionName"] for r in answer["EvaluationResults"] if r["EvalDecision"] != "allowed"}
+    )
+    if denied:
+        return (
+            "SageMaker permissions",
+            False,
+            f"{principal} may not {', '.join(denied)} — CloudFormation's handlers of the ComputeQuotas "
+            "and the cluster policy call them with it: allow them (or deploy with CDK's bootstrap roles)",
+        )
+    return (
+        "SageMaker permissions",
+        True,
+        f"{principal} may call the {len(HANDLER_ACTIONS)} actions the deploy needs",
     )
 
 

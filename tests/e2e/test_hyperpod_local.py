@@ -170,6 +170,17 @@ def test_preflight_checks_the_addon_the_nodes_labels_and_prints_what_the_addon_w
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # CDK's bootstrap gives its CloudFormation execution role AdministratorAccess, an AWS managed policy
+    # the emulator (moto) does not load: the same actions are granted to it inline here
+    import json
+
+    from topogov_cli.preflight_hyperpod import HANDLER_ACTIONS
+
+    exec_role = "cdk-hnb659fds-cfn-exec-role-123456789012-us-east-1"
+    iam = stack.client("iam")
+    allow = {"Effect": "Allow", "Action": list(HANDLER_ACTIONS), "Resource": "*"}
+    grant = {"Version": "2012-10-17", "Statement": [allow]}
+    iam.put_role_policy(RoleName=exec_role, PolicyName="as-administrator", PolicyDocument=json.dumps(grant))
     root = Path(__file__).resolve().parents[2]
     arn = f"topogov:hyperpodClusterArn={stack.hyperpod_arn}"
     argv = ["preflight", "--app", str(root), "--cluster", "topogov-local",
@@ -183,6 +194,9 @@ def test_preflight_checks_the_addon_the_nodes_labels_and_prints_what_the_addon_w
     assert lines["HyperPod cluster"].startswith("ok topogov-local InService"), lines
     assert lines["task governance add-on"].startswith("ok amazon-sagemaker-hyperpod-taskgovernance"), lines
     assert lines["task governance add-on"].endswith("ACTIVE")
+    assert lines["SageMaker permissions"] == (
+        f"ok arn:aws:iam::123456789012:role/{exec_role} may call the 17 actions the deploy needs"
+    ), lines
     assert re.match(r"ok 18 of 18 HyperPod nodes carry .*; 2 not available", lines["node topology labels"]), (
         lines
     )
@@ -205,11 +219,24 @@ def test_preflight_checks_the_addon_the_nodes_labels_and_prints_what_the_addon_w
     assert resp.status == 200, resp.body
     _name, ok, detail = node_labels_check(kube)
     assert not ok and detail.startswith("17 of 18 HyperPod nodes carry") and "1 without" in detail
+    # CloudFormation's execution role denied one of the handlers' actions: named, with the fix
+    from topogov_cli.preflight import Aws
+    from topogov_cli.preflight_hyperpod import permissions_check
+
+    deny = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Deny", "Action": "sagemaker:DeleteComputeQuota", "Resource": "*"}]}  # fmt: skip
+    iam.put_role_policy(RoleName=exec_role, PolicyName="no-delete", PolicyDocument=json.dumps(deny))
+    try:
+        _name, ok, detail = permissions_check(Aws(None, "us-east-1"))
+    finally:
+        iam.delete_role_policy(RoleName=exec_role, PolicyName="no-delete")
+    assert not ok and detail.startswith(
+        f"arn:aws:iam::123456789012:role/{exec_role} may not sagemaker:DeleteComputeQuota —"
+    )
     # a cluster without the add-on says so and how to install it
     stack.client("eks").create_cluster(
         name="no-addon", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": []}
     )
-    from topogov_cli.preflight import Aws
     from topogov_cli.preflight_hyperpod import addon_check
 
     name, ok, detail = addon_check(Aws(None, "us-east-1"), "no-addon")
