@@ -6,11 +6,11 @@ snapshot with them).
 ``topogov dashboard``'s server runs here, signed as the local stack's admin, in front of the local
 API; chromium (Debian's, driven by Playwright) opens the printed URL. Measured by the browser itself:
 
-* **first paint**: from the start of the navigation to the fleet map drawn (the page's
-  ``topogov:fleet-painted`` mark, set two animation frames after the map's first ``setOption``, so
-  the canvas has been painted), for the first load (the API's capacity view computed afresh for the
-  snapshot) and the median of ``--loads`` reloads; with where the time went (the page's own files,
-  the API call, the page's work after the answer);
+* **first paint**: from the start of the navigation to the fleet map painted (the page's
+  ``topogov:fleet-painted`` mark, set two animation frames after ECharts' ``finished`` event for
+  every map: all of its rectangles on the canvas), for the first load (the API's capacity view
+  computed afresh for the snapshot) and the median of ``--loads`` reloads; with where the time went
+  (the page's own files, the API call, parsing, building and drawing the maps, the paint);
 * **per refresh**: the bytes the fleet call moves (Resource Timing's ``transferSize``: gzip body and
   headers; ``decodedBodySize`` uncompressed), and the API calls per refresh (every ``/api/`` request
   the page made over ``--watch-s`` seconds at a 2 s refresh, divided by the refreshes).
