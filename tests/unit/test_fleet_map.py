@@ -42,10 +42,10 @@ PODS = [
 
 def test_running_jobs_group_pods_by_job_with_gpus_per_node():
     assert running_jobs(PODS) == [
-        {"namespace": "ns-a", "job": "train", "uid": "uid-1", "priority_class": "high", "mode": "required",
-         "nodes": {"a1": 8, "a2": 4}},
-        {"namespace": "ns-b", "job": "secret", "uid": "uid-2", "priority_class": None, "mode": "preferred",
-         "nodes": {"b1": 8}},
+        {"namespace": "ns-a", "job": "train", "job_uid": "uid-1", "priority_class": "high",
+         "mode": "required", "nodes": {"a1": 8, "a2": 4}},
+        {"namespace": "ns-b", "job": "secret", "job_uid": "uid-2", "priority_class": None,
+         "mode": "preferred", "nodes": {"b1": 8}},
     ]  # fmt: skip
 
 

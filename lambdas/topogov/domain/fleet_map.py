@@ -30,12 +30,12 @@ def running_jobs(pods: Iterable[JobPod]) -> list[dict[str, Any]]:
     for p in pods:
         entry = jobs.setdefault(
             p.job_uid,
-            {"namespace": p.namespace, "job": p.job, "uid": p.job_uid, "priority_class": p.priority,
+            {"namespace": p.namespace, "job": p.job, "job_uid": p.job_uid, "priority_class": p.priority,
              "mode": p.mode, "nodes": defaultdict(int)},
         )  # fmt: skip
         entry["nodes"][p.node] += p.gpus
     out = [{**j, "nodes": dict(sorted(j["nodes"].items()))} for j in jobs.values()]
-    return sorted(out, key=lambda j: (j["namespace"], j["job"], j["uid"]))
+    return sorted(out, key=lambda j: (j["namespace"], j["job"], j["job_uid"]))
 
 
 def node_rows(

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 from topogov.domain.kueue_model.convert import (
     admission_of,
-    condition,
     reserved_at,
     timestamp,
     workload_of,
@@ -28,6 +27,8 @@ from topogov.domain.kueue_model.convert import (
 from topogov.domain.policy import Policy
 from topogov.domain.submission import parse_duration
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.batch import JobView
+from topogov.domain.views.workload import WorkloadView
 from topogov.logic.whatif.forecast import (
     ASSUMES,
     Estimate,
@@ -48,8 +49,8 @@ class LedgerLister(Protocol):
 
 
 class ClusterLister(Protocol):
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
-    def workloads(self, namespace: str) -> list[dict[str, Any]]: ...
+    def list_jobs(self, namespace: str) -> list[JobView]: ...
+    def workloads(self, namespace: str) -> list[WorkloadView]: ...
 
 
 def epoch(stamp: str | None) -> float | None:
@@ -98,7 +99,7 @@ def read_state(
                 d = r.get("decision") or {}
                 gpus = int(d.get("pods") or 0) * int((r.get("shape") or {}).get("per_pod_gpu") or 0)
                 observed.setdefault(gpus, []).append(float(r["ran_s"]))
-        jobs = {(j.get("metadata") or {}).get("uid"): j for j in cluster.list_jobs(team.namespace)}
+        jobs = {j.uid: j for j in cluster.list_jobs(team.namespace)}
         for obj in cluster.workloads(team.namespace):
             state = workload_state(obj)
             if state == "finished":
@@ -107,11 +108,11 @@ def read_state(
                 wl = workload_of(obj, model.local_queues)
             except KeyError:
                 continue  # not in one of the policy's queues: not Topogov's to forecast
-            job = jobs.get(wl.job_uid) or {}
-            job_name = (job.get("metadata") or {}).get("name", "")
+            job = jobs.get(wl.job_uid)
+            job_name = job.name if job else ""
             record = records.get(job_name) or {}
             declared = ((record.get("request") or {}).get("expected_duration")) if record else None
-            deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+            deadline = job.active_deadline_s if job else None
             expected = expected_from(
                 None if declared is None else float(parse_duration(declared)),
                 None if deadline is None else float(deadline),
@@ -120,13 +121,13 @@ def read_state(
             )
             wl = replace(wl, created=wl.created - now_s)
             # a Workload whose Job is gone (deleted, its Workload not yet collected) is named itself
-            owners[wl.name] = Owner(team_name, job_name or f"(Workload {obj['metadata']['name']})", expected)
+            owners[wl.name] = Owner(team_name, job_name or f"(Workload {obj.name})", expected)
             if state == "admitted":
                 running.append(Running(wl, admission_of(obj), reserved_at(obj) - now_s, expected))
             else:
                 queued.append(Queued(wl, expected, _fallback_s(record, now_s)))
-                reserved = condition(obj, "QuotaReserved") or {}
-                if f"ClusterQueue {wl.cluster_queue} is inactive" in (reserved.get("message") or ""):
+                reserved = obj.condition("QuotaReserved")
+                if reserved and f"ClusterQueue {wl.cluster_queue} is inactive" in reserved.message:
                     stopped.add(wl.cluster_queue)
     return State(running, queued, owners, stopped)
 

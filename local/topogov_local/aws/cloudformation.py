@@ -124,12 +124,24 @@ REPLACEMENT_PROPERTIES: dict[str, frozenset[str]] = {
     "AWS::Logs::LogGroup": frozenset({"LogGroupName"}),
     "AWS::S3::Bucket": frozenset({"BucketName", "ObjectLockEnabled", "BucketNamespace", "BucketNamePrefix"}),
     "AWS::S3::BucketPolicy": frozenset({"Bucket"}),
+    "AWS::SageMaker::ClusterSchedulerConfig": frozenset({"Name", "ClusterArn"}),
+    "AWS::SageMaker::ComputeQuota": frozenset({"Name", "ClusterArn"}),
     "AWS::SNS::Subscription": frozenset({"Endpoint", "Protocol", "TopicArn"}),
     "AWS::SNS::Topic": frozenset({"FifoTopic", "TopicName"}),
     "AWS::SNS::TopicPolicy": frozenset(),
     "AWS::SQS::Queue": frozenset({"FifoQueue", "QueueName"}),
     "AWS::SQS::QueuePolicy": frozenset(),
 }
+
+# Properties inside a property that replace the resource when they change (the registry schema's
+# ``createOnlyProperties`` below the top level; the CDK CLI's specification marks them
+# ``causesReplacement`` on the property type): ComputeQuotaTarget.TeamName.
+NESTED_REPLACEMENT_PROPERTIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "AWS::SageMaker::ComputeQuota": (("ComputeQuotaTarget", "TeamName"),),
+}
+# Types whose registry schema says ``replacementStrategy: delete_then_create``: the old resource is
+# deleted before its replacement is created (its name must be free), not in the cleanup phase.
+DELETE_THEN_CREATE = frozenset({"AWS::SageMaker::ComputeQuota"})
 
 LAST_UPDATES: dict[str, dict[str, Any]] = {}
 _installed = False
@@ -211,6 +223,11 @@ def plan_update(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         props = REPLACEMENT_PROPERTIES.get(new[n]["Type"], frozenset())
         o, p = old[n].get("Properties") or {}, new[n].get("Properties") or {}
         changed = sorted(k for k in props if o.get(k) != p.get(k))
+        changed += [
+            f"{outer}.{inner}"
+            for outer, inner in NESTED_REPLACEMENT_PROPERTIES.get(new[n]["Type"], ())
+            if (o.get(outer) or {}).get(inner) != (p.get(outer) or {}).get(inner)
+        ]
         if changed:
             replace[n], causes[n] = "True", changed
     # A resource whose replacement property refers to a replaced resource is replaced too (its value
@@ -337,6 +354,9 @@ def _resource_map_update(
 
     for n in plan["replace"]:
         self._parsed_resources.pop(n, None)
+    for n in sorted(plan["replace"]):  # delete_then_create: the old one goes first
+        if new_json[n]["Type"] in DELETE_THEN_CREATE and old_objects.get(n) is not None:
+            self._delete_resource(old_objects.pop(n), old_json[n])
     for n in plan["remove"]:
         self._parsed_resources.pop(n, None)
     pending_create = [*plan["add"], *sorted(plan["replace"])]
@@ -435,12 +455,26 @@ _EKS_STATUS = {
 }
 
 
+# A JSON-protocol service's error codes (moto's ServiceException: ``code`` is the code, not a status;
+# the models give SageMaker's errors no status of their own, so 400, a client error) and the handler
+# error code a resource handler reports for each (the CloudFormation CLI's HandlerErrorCode).
+_HANDLER_ERROR_OF_CODE = {
+    "ValidationException": "InvalidRequest",
+    "SerializationException": "InvalidRequest",
+    "ConflictException": "ResourceConflict",
+    "ResourceLimitExceeded": "ServiceLimitExceeded",
+    "ResourceNotFound": "NotFound",
+}
+
+
 def refusal_of(exc: BaseException) -> tuple[str, int]:
     """``(message, HTTP status)`` of a service's refusal raised inside moto."""
     from topogov_local.aws import eks as moto_eks
 
     if isinstance(exc, moto_eks.EksError):
         return str(exc), _EKS_STATUS.get(exc.code, 400)
+    if isinstance(getattr(exc, "code", None), str) and getattr(exc, "code", "") in _HANDLER_ERROR_OF_CODE:
+        return str(getattr(exc, "message", "") or exc), 400
     description = getattr(exc, "description", None)
     message = getattr(exc, "message", None)
     if not message and isinstance(description, str):
@@ -458,10 +492,11 @@ def handler_reason(kind: str, exc: BaseException) -> str:
 
     message, status = refusal_of(exc)
     service = _SERVICE_OF.get(kind.split("::")[1], kind.split("::")[1]) if kind.count("::") == 2 else kind
+    code = _HANDLER_ERROR_OF_CODE.get(str(getattr(exc, "code", "")))
     return (
         f'Resource handler returned message: "{message} (Service: {service}, Status Code: {status}, '
         f'Request ID: {uuid.uuid4()})" (RequestToken: {uuid.uuid4()}, '
-        f"HandlerErrorCode: {_HANDLER_ERROR.get(status, 'GeneralServiceException')})"
+        f"HandlerErrorCode: {code or _HANDLER_ERROR.get(status, 'GeneralServiceException')})"
     )
 
 
@@ -505,10 +540,16 @@ def _resource_event(stack: Any, logical_id: str, kind: str, status: str, reason:
 def roll_back(
     stack: Any, kind: str, failure: ResourceFailed, previous_template: dict[str, Any] | None
 ) -> None:
-    """Rule 8: the failed resource's event, then the stack back to where it was."""
-    verb = "create" if kind == "CREATE" else "update"
+    """Rule 8: the failed resource's event, then the stack back to where it was. A resource an update
+    adds fails to *create* (CREATE_FAILED, "failed to create"), one it changes to update."""
+    added = kind == "UPDATE" and failure.logical_id not in ((previous_template or {}).get("Resources") or {})
+    verb = "create" if kind == "CREATE" or added else "update"
     _resource_event(
-        stack, failure.logical_id, failure.kind, f"{kind}_FAILED", handler_reason(failure.kind, failure.cause)
+        stack,
+        failure.logical_id,
+        failure.kind,
+        f"{verb.upper()}_FAILED",
+        handler_reason(failure.kind, failure.cause),
     )
     prefix = "ROLLBACK" if kind == "CREATE" else "UPDATE_ROLLBACK"
     stack._add_stack_event(
@@ -791,6 +832,7 @@ def _models() -> list[type]:
         *_eks_and_alarm_models(CloudFormationModel),
         *_api_gateway_models(CloudFormationModel),
         *_lambda_models(CloudFormationModel),
+        *_sagemaker_models(CloudFormationModel),
     ]
 
 
@@ -1146,6 +1188,83 @@ def _lambda_models(model: Any) -> list[type]:
 
 
 _MODELS: list[type] = []
+
+
+def _sagemaker_models(model: Any) -> list[type]:
+    """HyperPod task governance's policy: ``AWS::SageMaker::ComputeQuota`` and
+    ``AWS::SageMaker::ClusterSchedulerConfig`` (registry schemas bundled with cfn-lint). Each is
+    created, updated and deleted through the emulator's SageMaker API (:mod:`topogov_local.aws.sagemaker`),
+    so the API's refusals fail the resource: the handler's create is Create<Type>; an update in
+    place is Update<Type> with ``TargetVersion`` = the current version (the handler reads it first);
+    Name, ClusterArn and ComputeQuotaTarget.TeamName replace (createOnlyProperties), a ComputeQuota's
+    old one deleted first (``delete_then_create``). Ref is the ARN (the primaryIdentifier); GetAtt
+    gives the id, version, status and times."""
+    from topogov_local.aws import sagemaker
+
+    class _Governance(_Base):
+        KIND = ""
+        FIELDS: tuple[str, ...] = ()
+
+        @classmethod
+        def create_from_cloudformation_json(
+            cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kw: Any
+        ) -> Any:
+            props = cloudformation_json.get("Properties") or {}
+            request = {k: props[k] for k in (*cls.FIELDS, "Tags") if k in props}
+            made = sagemaker.create(account_id, region_name, cls.KIND, request)
+            arn = next(v for k, v in made.items() if k.endswith("Arn"))
+            return cls(arn, props, account_id, region_name)
+
+        @classmethod
+        def update_from_cloudformation_json(
+            cls,
+            original_resource: Any,
+            new_resource_name: str,
+            cloudformation_json: Any,
+            account_id: str,
+            region_name: str,
+        ) -> Any:
+            props = cloudformation_json.get("Properties") or {}
+            current = original_resource.describe()
+            prefix = sagemaker.PREFIX[cls.KIND]
+            request = {k: props[k] for k in cls.FIELDS if k in props and k not in ("Name", "ClusterArn")}
+            request |= {f"{prefix}Id": current[f"{prefix}Id"], "TargetVersion": current[f"{prefix}Version"]}
+            sagemaker.update(account_id, region_name, cls.KIND, request)
+            original_resource.props = props
+            return original_resource
+
+        @property
+        def resource_id(self) -> str:
+            return self.physical_resource_id.rsplit("/", 1)[-1]
+
+        def describe(self) -> dict[str, Any]:
+            key = f"{sagemaker.PREFIX[self.KIND]}Id"
+            return sagemaker.describe(self.account_id, self.region, self.KIND, {key: self.resource_id})
+
+        def get_cfn_attribute(self, attribute_name: str) -> Any:
+            import datetime as dt
+
+            value = self.describe().get(attribute_name)
+            return value.isoformat() if isinstance(value, dt.datetime) else value
+
+        def unapply(self) -> None:
+            import contextlib
+
+            key = f"{sagemaker.PREFIX[self.KIND]}Id"
+            with contextlib.suppress(Exception):  # already gone (deleted by hand): nothing to do
+                sagemaker.delete(self.account_id, self.region, self.KIND, {key: self.resource_id})
+
+    class ComputeQuota(_Governance, model):
+        cloudformation_type = _typed("AWS::SageMaker::ComputeQuota")
+        KIND = sagemaker.QUOTA
+        FIELDS = sagemaker.FIELDS[sagemaker.QUOTA]
+
+    class ClusterSchedulerConfig(_Governance, model):
+        cloudformation_type = _typed("AWS::SageMaker::ClusterSchedulerConfig")
+        KIND = sagemaker.CONFIG
+        FIELDS = sagemaker.FIELDS[sagemaker.CONFIG]
+
+    return [ComputeQuota, ClusterSchedulerConfig]
 
 
 def _patch_lambda_version() -> None:
