@@ -216,7 +216,8 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for n in args.nodes:
         with tempfile.TemporaryDirectory(prefix="topogov-bench-dashboard-") as tmp:
-            _say(f"# {n} nodes: a local stack, a pass, {n // 5} Jobs of 10 Running pods, a pass ...")
+            where = "in memory" if args.without_stack else "in a local stack's bucket"
+            _say(f"# {n} nodes, {n // 5} Jobs of 10 Running pods: their snapshot {where} ...")
             fleet = snapshot_api if args.without_stack else placed_stack
             with fleet(n, Path(tmp)) as stack:
                 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(stack.credentials)
@@ -226,9 +227,32 @@ def run(args: argparse.Namespace) -> int:
                     found = measure(server.url, args.loads, args.watch_s)
                 finally:
                     server.stop()
+                found["upstream"] = upstream_bytes(api)
             rows.append({"nodes": n, "jobs": n // 5, **summarize(found)})
     report(rows, args.json)
     return EXIT_OK
+
+
+def upstream_bytes(api: Any) -> dict[str, int]:
+    """The fleet call's body as it comes from the API to the dashboard server, in bytes on the wire:
+    asked with ``Accept-Encoding: gzip`` (as the server asks) and with ``identity``."""
+    import requests
+
+    from topogov_cli.sigv4 import signed_request
+
+    sizes = {}
+    url = api.url("/v1/topology", {"view": "capacity", "nodes": "true"})
+    for coding in ("gzip", "identity"):
+        with requests.Session() as http:
+            http.headers["Accept-Encoding"] = coding
+            resp = signed_request(
+                "GET", url, credentials=api.credentials(), region=api.region(), session=http, stream=True
+            )
+            try:
+                sizes[coding] = len(resp.raw.read(decode_content=False))
+            finally:
+                resp.close()
+    return sizes
 
 
 def summarize(found: dict[str, Any]) -> dict[str, Any]:
@@ -242,6 +266,8 @@ def summarize(found: dict[str, Any]) -> dict[str, Any]:
     return {
         "cells": found["cells"],
         "first_paint_ms": round(first["paint_ms"]),
+        "first_api_ms": round(first["api_end_ms"] - first["api_start_ms"]),
+        "first_draw_ms": round(first["drawn_ms"] - first["answer_ms"]),
         "paint_ms": median("paint_ms"),
         "files_ms": median("files_ms"),
         "api_ms": round(statistics.median(r["api_end_ms"] - r["api_start_ms"] for r in again)),
@@ -253,6 +279,8 @@ def summarize(found: dict[str, Any]) -> dict[str, Any]:
         "refresh_bytes": max(per_refresh) if per_refresh else None,
         "body_raw_bytes": first["api_body_raw"],
         "body_gzip_bytes": first["api_body_gzip"],
+        "upstream_gzip_bytes": found["upstream"]["gzip"],
+        "upstream_identity_bytes": found["upstream"]["identity"],
         "refreshes": found["refreshes"],
         "calls_per_refresh": round(len(found["calls"]) / refreshes, 2),
         "console_errors": found["errors"],
@@ -279,9 +307,10 @@ def report(rows: list[dict[str, Any]], as_json: bool) -> None:
             print(json.dumps(r))
         print(json.dumps({"targets_met": not problems, "missed": problems}))
         return
-    cols = ["nodes", "cells", "first_paint_ms", "paint_ms", "files_ms", "api_ms", "parse_ms", "draw_ms"]
-    cols.append("render_ms")
     print()
+    cols = ["nodes", "cells", "first_paint_ms", "first_api_ms", "first_draw_ms"]
+    print(table(cols, ([r[c] for c in cols] for r in rows)))
+    cols = ["nodes", "paint_ms", "files_ms", "api_ms", "parse_ms", "draw_ms", "render_ms"]
     print(table(cols, ([r[c] for c in cols] for r in rows)))
     cols = [
         "nodes",
@@ -289,6 +318,8 @@ def report(rows: list[dict[str, Any]], as_json: bool) -> None:
         "body_gzip_bytes",
         "body_raw_bytes",
         "files_bytes",
+        "upstream_gzip_bytes",
+        "upstream_identity_bytes",
         "refreshes",
         "calls_per_refresh",
     ]
