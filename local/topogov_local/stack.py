@@ -374,6 +374,7 @@ class LocalStack:
             stage="prod",
             context_factory=lambda: LocalContext(function_name="topogov-api", timeout_s=29),
             routes=self.deployment.routes,  # the deployed RestApi's resources and methods, only those
+            minimum_compression_size=self.deployment.min_compression_size,
         ).start()
 
     def add_instances(
