@@ -83,7 +83,8 @@ class ApiService:
     monotonic: Callable[[], float] = time.monotonic
     _index: tuple[int, CapacityIndex, float] | None = None
     _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
-    _model: tuple[int, Any] | None = None  # the Kueue model's static inputs for one snapshot
+    _model: tuple[int, Any] | None = None  # the Kueue model of one snapshot, its cluster kept
+    _workloads: Any = None  # the Workloads last read for an estimate (logic/estimates.WorkloadCache)
     _snapshot_at: float = 0.0  # the indexed snapshot's generated_at (when its content last changed)
     _idempotent: Any = None
     _idempotency_config: Any = None
@@ -409,12 +410,14 @@ class ApiService:
         return out
 
     # -- start estimates ----------------------------------------------------------------------------
-    def _forecast_model(self) -> Any:
-        from topogov.logic.whatif.forecast import Model
+    def _forecaster(self) -> Any:
+        """The Kueue model of the current snapshot and the cluster it last forecast from, kept
+        while the snapshot is the same (logic/whatif/forecast.Forecaster)."""
+        from topogov.logic.whatif.forecast import Forecaster, Model
 
         snap = self._snapshot()
         if self._model is None or self._model[0] != id(snap):
-            self._model = (id(snap), Model(list(snap.nodes.values()), self.policy))
+            self._model = (id(snap), Forecaster(Model(list(snap.nodes.values()), self.policy)))
         return self._model[1]
 
     def estimates(
@@ -429,14 +432,21 @@ class ApiService:
         until = self.monotonic() + budget_s
 
         try:
-            model = self._forecast_model()
+            kept = self._forecaster()
         except TopologyUnavailable as exc:
             return {j: {"start_in_s": None, "start_at": None, "error": exc.message} for j in jobs}
         now_s = est.epoch(self.clock()) or time.time()
-        state = est.read_state(self.policy, model, self.ledger, self.jobs, now_s)
+        self._workloads = self._workloads or est.WorkloadCache()
+        state = est.read_state(self.policy, kept.model, self.ledger, self.jobs, self._workloads)
         keys = {j: state.key_of(*j) for j in jobs}
+        at = self.monotonic()
         found = est.estimate_all(
-            model, state, [k for k in keys.values() if k], lambda: self.monotonic() > until
+            kept,
+            state,
+            [k for k in keys.values() if k],
+            now_s=now_s,
+            at=at,
+            stop=lambda: self.monotonic() > until,
         )
         snap = self._snapshot()
         nodes = dict(snap.nodes)
@@ -455,7 +465,7 @@ class ApiService:
                 why = "Kueue has no Workload for this Job yet" if key is None else "not pending in Kueue"
                 out[job] = {"start_in_s": None, "start_at": None, "error": why}
                 continue
-            alt = est.alternatives_for(model, state, key) if alternatives else None
+            alt = est.alternatives_for(kept, state, key, now_s=now_s, at=at) if alternatives else None
             out[job] = est.describe(
                 found[key], state, nodes=nodes, shown=shown_for(job[0]), now_s=now_s, as_of_s=as_of,
                 alternative=alt,
