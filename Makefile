@@ -8,9 +8,10 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
 .PHONY: help install kubectl controlplane local test unit integration lint bench hardening clean openapi synth
-.PHONY: checks-tools bench-coldstart rehearse deploy-tools
+.PHONY: checks-tools bench-coldstart rehearse deploy-tools chromium dashboard screenshots
 
 help:
+	@echo "make screenshots - a screenshot of each dashboard page into docs/ (a local stack, headless chromium)"
 	@echo "make local   - the local stack (AWS on moto, Kubernetes + Kueue built from source, the API) and a walkthrough"
 	@echo "make test    - lint + every test suite (what .ci/run runs)"
 	@echo "make bench   - reconcile benchmark at 100, 1,000 and 10,000 nodes"
@@ -28,7 +29,7 @@ $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.t
 	$(PIP) install --no-deps --no-build-isolation -e cli 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.installed-*; touch $@
 
-install: $(STAMP) kubectl node_modules/.installed controlplane checks-tools
+install: $(STAMP) kubectl node_modules/.installed dashboard controlplane checks-tools chromium
 
 # What a deploy needs and no more (docs/deploying.md): the CDK app and the topogov command in .venv,
 # and the CDK CLI; no Go, no local cluster, no kubectl (yours talks to your cluster). `make install`
@@ -40,7 +41,7 @@ $(DEPLOY_STAMP): requirements/runtime.txt requirements/cli.txt requirements/infr
 	$(PIP) install --no-deps --no-build-isolation -e . -e cli 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.deploy-*; touch $@
 
-deploy-tools: $(DEPLOY_STAMP) node_modules/.installed
+deploy-tools: $(DEPLOY_STAMP) node_modules/.installed dashboard
 
 # cfn-lint and checkov (tests/infra/test_template_checks.py runs them on the synthesized template), in
 # a virtual environment of their own: checkov pins a boto3 that runtime.txt's cannot live beside.
@@ -64,6 +65,25 @@ controlplane: $(STAMP)
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	@touch $@
+
+# The dashboard's page (`topogov dashboard`): cli/dashboard-web/ bundled with esbuild, Apache ECharts
+# inside, into the CLI package's static/ (package data; not in git). Offline: npm ci brought both.
+DASHBOARD := cli/topogov_cli/dashboard/static/app.js
+$(DASHBOARD): node_modules/.installed $(wildcard cli/dashboard-web/*.mjs cli/dashboard-web/src/*)
+	npm run --silent build:dashboard
+
+dashboard: $(DASHBOARD)
+
+# The browser tests and `make screenshots` drive Debian's `chromium` with Playwright (no browser
+# download): installed where apt is, like kubectl; elsewhere those tests are skipped, saying why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || { \
+	  echo "installing chromium (Debian package chromium) for the dashboard's browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# A screenshot of each dashboard page (docs/dashboard-*.png) against a local stack with jobs running.
+screenshots: install
+	$(BIN)/python -m topogov_local.screenshots docs
 
 # kubectl is Debian's `kubernetes-client`; the tests and the walkthrough drive the real binary.
 kubectl:
@@ -102,6 +122,8 @@ bench: install
 	$(BIN)/topogov bench policies
 	$(BIN)/topogov bench simulate
 	$(BIN)/topogov bench estimate
+	$(BIN)/topogov bench kueue-perf
+	$(BIN)/topogov bench dashboard --nodes 10000
 
 # Cold start before/after pruning the layer and with SnapStart (needs PyPI, or TOPOGOV_WHEELHOUSE).
 bench-coldstart: install

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 
 def quiet_node_banner() -> None:
@@ -39,7 +40,12 @@ quiet_node_banner()
 import aws_cdk as cdk  # noqa: E402  (after the banner is settled: jsii starts Node on import)
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
-from infra.config import DeployConfig, DeployConfigError, refuse_unsupported_region  # noqa: E402
+from infra.config import (  # noqa: E402
+    DeployConfig,
+    DeployConfigError,
+    refuse_other_region,
+    refuse_unsupported_region,
+)
 from infra.nag import suppress  # noqa: E402
 from infra.stack import TopogovStack  # noqa: E402
 
@@ -62,10 +68,36 @@ def build(app: cdk.App) -> TopogovStack:
         if config.account or config.region
         else None
     )
-    stack = TopogovStack(app, "Topogov", config=config, teams=sorted(policy.teams), env=env)
+    governance = hyperpod_policy(config, policy)
+    stack = TopogovStack(
+        app, "Topogov", config=config, teams=sorted(policy.teams), env=env, governance=governance
+    )
     suppress(stack)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return stack
+
+
+def hyperpod_policy(config: DeployConfig, policy: Any) -> Any:
+    """HyperPod task governance's policy of ``teams.yaml`` when the stack is given the cluster (None
+    otherwise); what the APIs would refuse is refused here, each problem named by its field."""
+    from topogov.domain import hyperpod
+    from topogov.domain.policy import PolicyError
+
+    if not config.hyperpod_cluster_arn:
+        return None
+    if not config.region and os.environ.get("CDK_DEFAULT_REGION"):  # the CLI's, from the profile
+        try:
+            refuse_other_region(config.hyperpod_cluster_arn, os.environ["CDK_DEFAULT_REGION"])
+        except ValueError as exc:
+            raise DeployConfigError(f"topogov:hyperpodClusterArn: {exc}") from None
+    try:
+        return hyperpod.render(policy, config.hyperpod_cluster_arn)
+    except PolicyError as exc:
+        raise DeployConfigError(
+            f"topogov:policyFile {config.policy_path}: HyperPod task governance would refuse it "
+            f"(topogov:hyperpodClusterArn is given):\n"
+            + "\n".join(f"  {line}" for line in str(exc).splitlines())
+        ) from None
 
 
 def main() -> int:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra.names import LOG_RETENTION
+from topogov.domain.hyperpod import api as hyperpod_api
 from topogov.domain.regions import supported_list, unsupported
 
 PREFIX = "topogov:"
@@ -31,6 +32,32 @@ def refuse_unsupported_region(region: str) -> None:
     missing = unsupported(region)
     if missing:
         raise ValueError("; ".join(missing) + f". Regions with both: {supported_list()}")
+
+
+# The Regions AWS::SageMaker::ComputeQuota is available in: its CloudFormation registry schema's
+# description (cfn-lint 1.58's bundled schemas): "Available in 15 regions (...)".
+COMPUTE_QUOTA_REGIONS = (
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ap-south-1", "ap-southeast-1", "ap-southeast-2",
+    "ap-southeast-3", "ap-northeast-1", "eu-central-1", "eu-west-1", "eu-west-2", "eu-north-1",
+    "eu-south-2", "sa-east-1",
+)  # fmt: skip
+
+
+def refuse_other_region(cluster_arn: str, region: str) -> None:
+    """The policy resources are made in the stack's Region and name the cluster there: a cluster of
+    another Region is refused at synth, as is a Region without AWS::SageMaker::ComputeQuota."""
+    where = hyperpod_api.cluster_region(cluster_arn)
+    if where != region:
+        raise ValueError(
+            f"the HyperPod cluster is in {where} but the stack deploys to {region}: deploy the stack "
+            "to the cluster's Region (ComputeQuota and ClusterSchedulerConfig name a cluster of their "
+            "own Region)"
+        )
+    if region not in COMPUTE_QUOTA_REGIONS:
+        raise ValueError(
+            f"AWS::SageMaker::ComputeQuota is not available in {region} (its CloudFormation schema lists "
+            f"{', '.join(COMPUTE_QUOTA_REGIONS)})"
+        )
 
 
 class DeployConfig(BaseModel):
@@ -75,6 +102,17 @@ class DeployConfig(BaseModel):
     api_organization_id: str | None = Field(
         None, pattern=r"^o-[a-z0-9]{10,32}$", description="let the API be called from this AWS Organization"
     )
+    hyperpod_cluster_arn: str | None = Field(
+        None, description="the SageMaker HyperPod cluster whose task governance policy teams.yaml becomes"
+    )
+
+    @field_validator("hyperpod_cluster_arn")
+    @classmethod
+    def _cluster_arn(cls, v: str | None) -> str | None:
+        problem = hyperpod_api.cluster_arn_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("reconcile_schedule")
     @classmethod
@@ -116,6 +154,14 @@ class DeployConfig(BaseModel):
             )
         if self.alarm_email and self.alarm_topic_arn:
             raise ValueError("give alarmEmail or alarmTopicArn, not both")
+        if self.hyperpod_cluster_arn and self.region:
+            refuse_other_region(self.hyperpod_cluster_arn, self.region)
+        if self.hyperpod_cluster_arn and self.account:
+            owner = hyperpod_api.cluster_account(self.hyperpod_cluster_arn)
+            if owner != self.account:
+                raise ValueError(
+                    f"the HyperPod cluster belongs to account {owner} but the stack deploys to {self.account}"
+                )
         return self
 
     @property

@@ -14,10 +14,12 @@ from infra.api import Api
 from infra.cluster_access import ClusterAccess
 from infra.config import DeployConfig
 from infra.functions import FunctionContext, dependencies_layer, function_code
+from infra.hyperpod import HyperPodPolicy
 from infra.names import LOG_RETENTION
 from infra.observability import Observability
 from infra.reconciler import Reconciler
 from infra.storage import Storage
+from topogov.domain.hyperpod import TaskGovernance
 
 # Feature flags the stack's correctness rests on, set on the stack itself (before any construct),
 # so that every synth has them: the CDK CLI's (cdk.json), the tests' and the local stack's.
@@ -36,6 +38,7 @@ class TopogovStack(Stack):
         config: DeployConfig,
         teams: list[str],
         layer_code: lambda_.Code | None = None,
+        governance: TaskGovernance | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -68,6 +71,8 @@ class TopogovStack(Stack):
             rest_api=self.api.rest_api,
             teams=teams,
         )
+        # HyperPod task governance's policy, when the stack is given the cluster (topogov:hyperpodClusterArn)
+        self.hyperpod = HyperPodPolicy(self, "HyperPod", governance=governance) if governance else None
         CfnOutput(
             self, "ApiUrl", value=self.api.url, description="base URL of the REST API (routes under /v1)"
         )

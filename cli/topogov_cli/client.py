@@ -151,6 +151,7 @@ class Api:
     _credentials: Any = None
     _region: str | None = None
     _http: Any = field(default=None, repr=False)
+    signing_profile: str | None = None  # the profile the credentials came from, once resolved
 
     def _botocore(self) -> Any:
         if self._session is None:
@@ -163,6 +164,7 @@ class Api:
             else:
                 # profile=None: botocore reads AWS_PROFILE itself, like every AWS tool.
                 self._session = botocore.session.Session(profile=self.profile)
+            self.signing_profile = local or self.profile or os.environ.get("AWS_PROFILE")
         return self._session
 
     def _local_profile(self) -> str | None:

@@ -37,6 +37,7 @@ def versions() -> str:
 def parser() -> argparse.ArgumentParser:
     from topogov_cli import (
         completion,
+        dashboard,
         doctor,
         governor,
         jobs,
@@ -68,6 +69,7 @@ def parser() -> argparse.ArgumentParser:
         doctor,
         preflight,
         whatif,
+        dashboard,
         completion,
     ):
         group.add_parser(sub)

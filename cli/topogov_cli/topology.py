@@ -79,11 +79,10 @@ def resolve_kubeconfig(explicit: str | None) -> str | None:
 def tree_from_cluster(kubeconfig: str | None, context: str | None = None):
     from topogov.adapters.kube import KubeHttp, KubeNodes
     from topogov.adapters.kube_auth import kubeconfig_api_client
-    from topogov.domain.nodes import NodeView
     from topogov.domain.tree import NodeCapacity, build_tree
 
     nodes = KubeNodes(KubeHttp(kubeconfig_api_client(kubeconfig, context), max_attempts=3))
-    views = [NodeView.from_api(o) for o in nodes.list_nodes()]
+    views = nodes.list_nodes()
     return build_tree(
         NodeCapacity.from_labels(
             v.name,

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
     from topogov.domain.policy import Policy
     from topogov.domain.snapshot import Snapshot
+    from topogov.domain.views.batch import JobView, PodView
+    from topogov.domain.views.workload import WorkloadView
     from topogov.logic.api_service import ApiService, JobsPort
     from topogov.logic.governor import GovernorSummary
     from topogov.logic.ledger_sync import SyncSummary
@@ -202,28 +204,28 @@ class LazyJobs:
             self._jobs = self._factory()
         return self._jobs
 
-    def create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    def create(self, namespace: str, manifest: dict[str, Any]) -> JobView:
         return self.connected.create(namespace, manifest)
 
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get(self, namespace: str, name: str) -> JobView | None:
         return self.connected.get(namespace, name)
 
     def delete(self, namespace: str, name: str) -> bool:
         return self.connected.delete(namespace, name)
 
-    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+    def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None:
         return self.connected.workload_for(namespace, job_uid)
 
-    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+    def workloads(self, namespace: str) -> list[WorkloadView]:
         return self.connected.workloads(namespace)
 
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+    def list_jobs(self, namespace: str) -> list[JobView]:
         return self.connected.list_jobs(namespace)
 
-    def pods_of(self, namespace: str, job_uid: str) -> list[dict[str, Any]]:
+    def pods_of(self, namespace: str, job_uid: str) -> list[PodView]:
         return self.connected.pods_of(namespace, job_uid)
 
-    def kueue_pods(self, namespace: str) -> list[dict[str, Any]]:
+    def kueue_pods(self, namespace: str) -> list[PodView]:
         return self.connected.kueue_pods(namespace)
 
     def admitted_usage(self, namespace: str) -> Resources:

@@ -6,6 +6,8 @@
 * the cluster: :mod:`.cluster` (etcd, Kubernetes, Kueue and KWOK built from their Go modules, the
   fault proxy) and :mod:`.fleet` (the simulated GPU nodes and their EC2 instances);
 * the gateway: :mod:`.apigw` (API Gateway with SigV4 and the deployed routes);
+* SageMaker HyperPod task governance's add-on, emulated: :mod:`.hyperpod` (ComputeQuotas read from the
+  AWS emulator, the add-on's Kueue objects kept in the API server);
 * deployment and rehearsal: :mod:`.deployment` (every stack deployed by the real CDK CLI),
   :mod:`.rehearse` (a deploy rehearsed, least privilege observed), :mod:`.stack` (one local stack,
   its processes and files), :mod:`.processes` (children that end with their parent), :mod:`.guard`;

@@ -61,6 +61,12 @@ def _bench_admission(args: argparse.Namespace) -> int:
     return run_admission(args)
 
 
+def _bench_kueue_perf(args: argparse.Namespace) -> int:
+    from topogov_local.bench.kueue_perf import run
+
+    return run(args)
+
+
 def _bench_policies(args: argparse.Namespace) -> int:
     from topogov_local.bench.policies import run
 
@@ -81,6 +87,12 @@ def _bench_estimate(args: argparse.Namespace) -> int:
 
 def _bench_placement(args: argparse.Namespace) -> int:
     from topogov_local.bench.placement import run
+
+    return run(args)
+
+
+def _bench_dashboard(args: argparse.Namespace) -> int:
+    from topogov_local.bench.dashboard import run
 
     return run(args)
 
@@ -111,11 +123,13 @@ def add_parsers(sub: Any) -> None:
     _bench_api_parser(bsub)
     _bench_governor_parser(bsub)
     _bench_admission_parser(bsub)
+    _bench_kueue_perf_parser(bsub)
     _bench_policies_parser(bsub)
     _bench_simulate_parser(bsub)
     _bench_estimate_parser(bsub)
     _bench_placement_parser(bsub)
     _bench_coldstart_parser(bsub)
+    _bench_dashboard_parser(bsub)
 
 
 def _local_parser(sub: Any) -> None:
@@ -141,6 +155,12 @@ def _local_parser(sub: Any) -> None:
     )
     local.add_argument(
         "--api-port", type=int, default=8080, help="port of the local REST API (8080; 0 = any)"
+    )
+    local.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=0,
+        help="port of the dashboard on 127.0.0.1, signed as topogov-admin (0 = a free one)",
     )
     local.add_argument(
         "--labelled-by-eks",
@@ -213,6 +233,22 @@ def _bench_admission_parser(bsub: Any) -> None:
     )
     badm.add_argument("--json", action="store_true", help="one JSON object per measurement")
     badm.set_defaults(func=_bench_admission)
+
+
+def _bench_kueue_perf_parser(bsub: Any) -> None:
+    bkp = bsub.add_parser(
+        "kueue-perf",
+        help="Kueue's own TAS performance test run here, beside the model's timed replay of it",
+        description=(
+            "Builds upstream's performance runner and minimalkueue (Kueue v0.17.0), runs the TAS scenario "
+            "(640 nodes, 15,000 workloads; about 7 minutes) on the local cluster's etcd and API server, and "
+            "prints each class's mean time to admission beside upstream's and the model's timed replay."
+        ),
+    )
+    bkp.add_argument("--keep", type=Path, default=None, help="a new directory for the artifacts")
+    bkp.add_argument("--untimed", action="store_true", help="also the zero-time replay (about 100 s of CPU)")
+    bkp.add_argument("--json", action="store_true", help="one JSON object")
+    bkp.set_defaults(func=_bench_kueue_perf)
 
 
 def _bench_policies_parser(bsub: Any) -> None:
@@ -293,3 +329,24 @@ def _bench_coldstart_parser(bsub: Any) -> None:
     bcold.add_argument("--python", default=None, help="the interpreter (default: python3.12 if found)")
     bcold.add_argument("--json", action="store_true", help="one JSON object")
     bcold.set_defaults(func=_bench_coldstart)
+
+
+def _bench_dashboard_parser(bsub: Any) -> None:
+    b = bsub.add_parser(
+        "dashboard",
+        help="the dashboard's fleet page in headless chromium: first paint, bytes and calls per refresh",
+        description="The reconcile bench's placed fleet (N nodes, N/5 Jobs of 10 Running pods) behind "
+        "topogov dashboard; chromium measures the fleet page's first paint, the bytes per refresh "
+        "(compressed) and the API calls per refresh. Targets: 1.5 s, 2 MB, 1.",
+    )
+    b.add_argument("--nodes", type=int, action="append", required=True, help="node count (repeatable)")
+    b.add_argument("--loads", type=int, default=3, help="reloads after the first load (3)")
+    b.add_argument("--watch-s", type=float, default=10.0, help="seconds of refreshes counted (10)")
+    b.add_argument("--json", action="store_true", help="one JSON object per fleet size")
+    b.add_argument(
+        "--without-stack",
+        action="store_true",
+        help="the same fleet's snapshot in memory behind the API's handler and the local gateway "
+        "(no Kubernetes, no moto): the page's figures in a minute",
+    )
+    b.set_defaults(func=_bench_dashboard)

@@ -160,7 +160,8 @@ def register_nodes(
     def register(instance: dict[str, Any]) -> str:
         obj = node_object(instance, simulated=simulated, labels=(labels or {}).get(instance["InstanceId"]))
         resp = kube.request("POST", "/api/v1/nodes", body=obj)
-        if resp.status not in (200, 201):
+        # 409: a retry of a POST whose answer was lost (a loaded machine) finds the node it made
+        if resp.status not in (200, 201, 409):
             raise RuntimeError(f"register node {obj['metadata']['name']}: HTTP {resp.status} {resp.body}")
         return str(obj["metadata"]["name"])
 

@@ -374,6 +374,7 @@ class LocalStack:
             stage="prod",
             context_factory=lambda: LocalContext(function_name="topogov-api", timeout_s=29),
             routes=self.deployment.routes,  # the deployed RestApi's resources and methods, only those
+            minimum_compression_size=self.deployment.min_compression_size,
         ).start()
 
     def add_instances(
@@ -398,7 +399,7 @@ class LocalStack:
         """Until the nodes (all, or ``names``) are Ready and the node lifecycle controller has lifted
         its ``node.kubernetes.io/not-ready`` taint, as on a cluster whose nodes have been up a while:
         Kueue leaves a tainted node out, and so does the snapshot (``NodeView.available``)."""
-        from topogov.domain.nodes import NodeView
+        from topogov.domain.views.nodes import NodeView
 
         deadline = time.monotonic() + timeout_s
         while True:

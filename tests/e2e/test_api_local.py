@@ -750,7 +750,7 @@ def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_onc
     wl = KubeJobs(stack.kube()).workload_for("hyperpod-ns-team-a", admitted["metadata"]["uid"])
     refused = stack.kube().request(
         "PATCH",
-        f"/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads/{wl['metadata']['name']}",
+        f"/apis/kueue.x-k8s.io/v1beta1/namespaces/hyperpod-ns-team-a/workloads/{wl.name}",
         body=[
             {"op": "remove", "path": "/spec/podSets/0/topologyRequest/required"},
             {"op": "add", "path": "/spec/podSets/0/topologyRequest/preferred", "value": level},

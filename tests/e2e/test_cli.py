@@ -102,6 +102,8 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     assert not [line for line in lines if line.startswith("{")], "a JSON log line in the story"
     assert "(!)" not in text, [line for line in lines if "(!)" in line]
+    # it ends with the dashboard's URL (served while the stack runs), then stops
+    assert re.search(r"signed as topogov-admin:\n  http://127\.0\.0\.1:\d+/\?token=\S+\n", text), text[-800:]
     # the AWS side is the deployed stack: its tables and bucket, named by its outputs
     assert "stack Topogov, deployed to the emulator by `cdk deploy`; the functions use:" in text
     assert re.search(r"^  LedgerTable +Topogov-StorageLedger\w+-\w+$", text, re.M)

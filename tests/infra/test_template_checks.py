@@ -31,6 +31,9 @@ EVERY_OPTION = {  # the other shape of the stack: private cluster, account role,
     "topogov:apiOrganizationId": "o-abcdefghij",
     "topogov:alarmEmail": "oncall@example.com",
 }
+HYPERPOD = {  # on a HyperPod cluster: teams.yaml's task governance policy (AWS::SageMaker::ComputeQuota ...)
+    "topogov:hyperpodClusterArn": "arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6",
+}
 
 
 def _offline() -> list[str]:
@@ -103,7 +106,7 @@ def tools():
         assert (TOOLS / tool).exists(), f"{TOOLS / tool} is missing: run `make install` (make checks-tools)"
 
 
-@pytest.mark.parametrize("extra", [None, EVERY_OPTION], ids=["default", "every-option"])
+@pytest.mark.parametrize("extra", [None, EVERY_OPTION, HYPERPOD], ids=["default", "every-option", "hyperpod"])
 def test_cfn_lint_and_checkov_find_nothing_and_every_suppression_is_still_needed(extra, tmp_path):
     doc = template(extra)
     assert cfn_lint(doc, tmp_path) == []

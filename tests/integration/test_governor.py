@@ -353,6 +353,7 @@ def legacy_objects(policy, snapshot, levels: int) -> list[dict]:
     """What the governor wrote before per-depth Topologies: one ``topogov-network`` of ``levels``
     network layers that every flavor refers to, stamped as the governor stamped it."""
     from topogov.domain.kueue import flavors_from_snapshot, render, topology_levels, topology_object
+    from topogov.domain.views.objects import object_view
     from topogov.logic.governor import stamped
 
     objects = []
@@ -365,7 +366,7 @@ def legacy_objects(policy, snapshot, levels: int) -> list[dict]:
             obj = copy.deepcopy(obj)
             obj["spec"]["topologyName"] = "topogov-network"
         objects.append(obj)
-    return [o if o["kind"] == "Namespace" else stamped(o) for o in objects]
+    return [o if o["kind"] == "Namespace" else stamped(object_view(o)) for o in objects]
 
 
 def test_a_mixed_fleet_from_one_shared_topology_moves_only_the_p5_flavor(kube, governor, logged):

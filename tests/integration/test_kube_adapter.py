@@ -28,7 +28,7 @@ def test_lists_every_node_across_pages(kube):
         kube.request("POST", "/api/v1/nodes", body=node(f"n{i:02d}"))
     nodes = KubeNodes(kube, page_size=10)
     reads = kube.counters.reads
-    names = [o["metadata"]["name"] for o in nodes.list_nodes()]
+    names = [o.name for o in nodes.list_nodes()]
     assert names == sorted(f"n{i:02d}" for i in range(25))
     assert kube.counters.reads - reads == 3
 
@@ -128,7 +128,7 @@ def test_an_expired_continue_token_starts_the_list_over_without_duplicates(kube)
     fault(kube, path="^/api/v1/nodes$", times=1, **EXPIRED)
     reads = kube.counters.reads
     # When the nodes are listed
-    names = [o["metadata"]["name"] for o in KubeNodes(kube, page_size=10).list_nodes()]
+    names = [o.name for o in KubeNodes(kube, page_size=10).list_nodes()]
     # Then every node is there once: the first page was dropped and the list read again whole
     assert names == sorted(f"x{i:02d}" for i in range(25))
     assert kube.counters.reads - reads == 2 + 3

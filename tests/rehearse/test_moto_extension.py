@@ -9,7 +9,12 @@ import json
 import pytest
 
 from tests.rehearse.conftest import ROOT
-from topogov_local.aws.cloudformation import REPLACEMENT_PROPERTIES, bucket_and_key, plan_update
+from topogov_local.aws.cloudformation import (
+    NESTED_REPLACEMENT_PROPERTIES,
+    REPLACEMENT_PROPERTIES,
+    bucket_and_key,
+    plan_update,
+)
 from topogov_local.aws.iam import dynamodb_checks, eks_resource
 
 SPEC = ROOT / "node_modules" / "aws-cdk" / "db.json.gz"
@@ -42,6 +47,37 @@ def test_replacement_properties_are_the_resource_specifications() -> None:
             continue  # the CDK's own type: not in CloudFormation's registry
         said = {k for k, v in spec[kind]["properties"].items() if v.get("causesReplacement") == "yes"}
         assert set(props) == said, kind
+
+
+def test_nested_replacement_properties_are_the_resource_specifications() -> None:
+    """A property inside a property type that replaces its resource (ComputeQuotaTarget.TeamName), as
+    the CDK CLI's specification marks it on the property type, and no other of those types'."""
+    if not SPEC.exists():
+        pytest.skip("the CDK CLI is not installed (make install)")
+    schema = json.loads(gzip.decompress(SPEC.read_bytes()))["schema"]
+    by_id = {t["$id"]: t for t in schema["typeDefinition"]["entities"]}
+    resources = {e["cloudFormationType"]: e for e in schema["resource"]["entities"]}
+    for kind, nested in NESTED_REPLACEMENT_PROPERTIES.items():
+        said = set()
+        for name, prop in resources[kind]["properties"].items():
+            ref = (prop["type"].get("reference") or {}).get("$ref")
+            if ref is not None:
+                inner = by_id[ref]["properties"]
+                said |= {(name, k) for k, v in inner.items() if v.get("causesReplacement") == "yes"}
+        assert set(nested) == said, kind
+
+
+def test_a_nested_create_only_property_replaces_its_resource() -> None:
+    def quota(team: str, weight: int) -> dict[str, object]:
+        return _res(
+            "AWS::SageMaker::ComputeQuota",
+            Name="q",
+            ComputeQuotaTarget={"TeamName": team, "FairShareWeight": weight},
+        )
+
+    assert plan_update({"Q": quota("a", 1)}, {"Q": quota("a", 2)})["replace"] == {}
+    plan = plan_update({"Q": quota("a", 1)}, {"Q": quota("b", 1)})
+    assert (plan["replace"], plan["causes"]) == ({"Q": "True"}, {"Q": ["ComputeQuotaTarget.TeamName"]})
 
 
 def _res(kind: str, **props: object) -> dict[str, object]:

@@ -1,5 +1,6 @@
 """What the rehearsal deploys besides the default stack (issue 22): a dependency-only update of the layer,
-and the private-cluster variant in a new account's concurrency limit.
+the private-cluster variant in a new account's concurrency limit, and the HyperPod variant (issue 25:
+``hyperpodClusterArn``, a HyperPod cluster created in the emulator by :func:`hyperpod_cluster`).
 
 * **A layer-only change** changes ``requirements/runtime.txt`` as the synth sees it, not in the
   repository: a copy of the app (``app.py``, ``infra/``, ``lambdas/topogov/``, ``requirements/``,
@@ -87,3 +88,18 @@ def live_version(fns: Any, function: str) -> tuple[str, list[str]]:
     version = fns.get_alias(FunctionName=function, Name="live")["FunctionVersion"]
     config = fns.get_function_configuration(FunctionName=function, Qualifier=version)
     return str(version), [x["Arn"] for x in config.get("Layers") or []]
+
+
+def hyperpod_cluster(sagemaker: Any, name: str, instance_types: dict[str, int]) -> str:
+    """A SageMaker HyperPod cluster (EKS-orchestrated) with one instance group per type; its ARN (by id)."""
+    groups = [
+        {
+            "InstanceGroupName": f"group-{i}",
+            "InstanceType": itype,
+            "InstanceCount": count,
+            "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/", "OnCreate": "on_create.sh"},
+            "ExecutionRole": "arn:aws:iam::123456789012:role/hyperpod-nodes",
+        }
+        for i, (itype, count) in enumerate(sorted(instance_types.items()))
+    ]
+    return str(sagemaker.create_cluster(ClusterName=name, InstanceGroups=groups)["ClusterArn"])

@@ -124,7 +124,7 @@ def test_a_node_kueue_leaves_out_has_nothing_free_now_but_counts_when_empty():
 
 
 def test_a_node_is_available_when_ready_schedulable_and_without_a_lifecycle_taint():
-    from topogov.domain.nodes import NodeView
+    from topogov.domain.views.nodes import NodeView
 
     def view(**spec_status):
         spec = {"providerID": "aws:///us-east-1a/i-0123456789abcdef0", **spec_status.get("spec", {})}

@@ -29,17 +29,19 @@ def test_the_api_gives_each_pending_job_the_models_own_start(cluster):
     # the same state straight from the model's objects (no JSON): the reference
     model = Model(list(ports.snapshot.nodes.values()), policy)
     from topogov.domain.kueue_model.convert import admission_of, workload_of
+    from topogov.domain.views.workload import WorkloadView
 
     running, queued = [], []
     for namespace, objs in ports.workloads.items():
         for obj in objs:
-            wl = workload_of(obj, model.local_queues)
+            view = WorkloadView.from_api(obj)
+            wl = workload_of(view, model.local_queues)
             team, job = wl.name.split("/")[0], obj["metadata"]["ownerReferences"][0]["uid"].split("/", 1)[1]
             record = next(r for r in ports.records[policy_team(policy, namespace)] if r["name"] == job)
             seconds = float(record["request"]["expected_duration"].removesuffix("s"))
             wl = type(wl)(**{**{f: getattr(wl, f) for f in wl.__slots__}, "created": wl.created - _epoch0()})
             if obj["status"].get("admission"):
-                running.append(Running(wl, admission_of(obj), -60.0, Expected(seconds, "expected_duration")))
+                running.append(Running(wl, admission_of(view), -60.0, Expected(seconds, "expected_duration")))
             else:
                 queued.append(Queued(wl, Expected(seconds, "expected_duration")))
     reference = forecast(model, running, queued)

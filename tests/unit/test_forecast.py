@@ -189,8 +189,9 @@ def test_the_expected_length_comes_from_the_best_founded_source():
 
 def test_a_live_workload_reads_as_the_model_s():
     from topogov.domain.kueue_model.convert import admission_of, reserved_at, workload_of, workload_state
+    from topogov.domain.views.workload import WorkloadView
 
-    obj = {
+    body = {
         "metadata": {
             "name": "job-train-1a2b3",
             "namespace": "team-a",
@@ -241,6 +242,7 @@ def test_a_live_workload_reads_as_the_model_s():
             },
         },
     }
+    obj = WorkloadView.from_api(body)  # as the adapter reads it
     wl = workload_of(obj, {})
     assert (wl.name, wl.cluster_queue, wl.priority, wl.uid, wl.job_uid) == (
         "team-a/job-train-1a2b3", "team-a-cq", 1000, "wl-uid", "job-uid"
@@ -256,7 +258,7 @@ def test_a_live_workload_reads_as_the_model_s():
     (adm,) = admission_of(obj)
     assert adm.pods == ("n1", "n1", "n2", "n2") and adm.usage == {"nvidia.com/gpu": 32, "cpu": 16000}
     assert workload_state(obj) == "admitted" and reserved_at(obj) - wl.created == 30.0
-    pending = {**obj, "status": {}}
+    pending = WorkloadView.from_api({**body, "status": {}})
     assert workload_state(pending) == "pending"
     assert workload_of(pending, {"team-a/team-a-queue": "team-a-cq"}).cluster_queue == "team-a-cq"
     with pytest.raises(KeyError):

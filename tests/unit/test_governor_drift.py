@@ -7,6 +7,9 @@ import copy
 import datetime as dt
 
 from topogov.domain.labels import PREFERRED_ANNOTATION, RENDERED_ANNOTATION, REQUIRED_ANNOTATION
+from topogov.domain.views.batch import JobView
+from topogov.domain.views.objects import object_view as v
+from topogov.domain.views.workload import WorkloadView
 from topogov.logic.governor import (
     Action,
     Change,
@@ -47,7 +50,7 @@ CQ = {
 
 def live(obj):
     """As the API server returns it: server fields, Kueue's defaults, another label."""
-    out = copy.deepcopy(stamped(obj))
+    out = copy.deepcopy(stamped(v(obj)))
     out["metadata"].update(uid="u-1", resourceVersion="7", creationTimestamp="2026-11-30T00:00:00Z")
     out["metadata"]["labels"]["extra"] = "kept"
     out["spec"]["queueingStrategy"] = "BestEffortFIFO"
@@ -57,13 +60,13 @@ def live(obj):
 
 
 def test_server_fields_defaults_and_other_labels_are_not_drift():
-    assert drift(CQ, live(CQ)) == []
+    assert drift(v(CQ), v(live(CQ))) == []
 
 
 def test_a_changed_quota_is_drift_named_by_flavor_and_resource():
     current = live(CQ)
     current["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 65
-    assert drift(CQ, current) == [
+    assert drift(v(CQ), v(current)) == [
         "spec.resourceGroups[0].flavors[p5.48xlarge].resources[nvidia.com/gpu].nominalQuota: 65 -> 64"
     ]
 
@@ -72,16 +75,16 @@ def test_equal_quantities_are_equal_and_a_string_number_is_not_an_int_elsewhere(
     current = live(CQ)
     current["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"] = "8192Gi"
     current["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "64"
-    assert drift(CQ, current) == []
+    assert drift(v(CQ), v(current)) == []
     current["spec"]["cohort"] = 1
-    assert drift(CQ, current) == ['spec.cohort: 1 -> "topogov"']
+    assert drift(v(CQ), v(current)) == ['spec.cohort: 1 -> "topogov"']
 
 
 def test_an_added_field_inside_the_quotas_and_a_missing_label_are_drift():
     current = live(CQ)
     current["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["lendingLimit"] = 0
     del current["metadata"]["labels"]["topogov.io/team"]
-    assert drift(CQ, current) == [
+    assert drift(v(CQ), v(current)) == [
         'metadata.labels.topogov.io/team: (absent) -> "a"',
         "spec.resourceGroups[0].flavors[p5.48xlarge].resources[nvidia.com/gpu].lendingLimit: 0 -> (absent)",
     ]
@@ -91,7 +94,7 @@ def test_an_added_or_removed_flavor_is_drift():
     current = live(CQ)
     flavors = current["spec"]["resourceGroups"][0]["flavors"]
     flavors.append({**flavors[0], "name": "p4d.24xlarge"})
-    (line,) = drift(CQ, current)
+    (line,) = drift(v(CQ), v(current))
     assert line.startswith("spec.resourceGroups[0].flavors: ")
 
 
@@ -99,20 +102,20 @@ def test_the_correction_keeps_metadata_and_writes_the_whole_rendered_spec():
     current = live(CQ)
     current["spec"]["stopPolicy"] = "Hold"
     current["metadata"]["annotations"]["owner-note"] = "x"
-    out = corrected(CQ, current)
+    out = corrected(v(CQ), v(current))
     assert out["spec"] == CQ["spec"]  # Kueue's defaults are left to the server to apply again
     assert out["metadata"]["resourceVersion"] == "7" and out["metadata"]["labels"]["extra"] == "kept"
-    assert out["metadata"]["annotations"] == {RENDERED_ANNOTATION: rendered_hash(CQ), "owner-note": "x"}
+    assert out["metadata"]["annotations"] == {RENDERED_ANNOTATION: rendered_hash(v(CQ)), "owner-note": "x"}
     assert "status" not in out
 
 
 def test_hand_edits_are_told_apart_from_policy_changes():
     current = live(CQ)
     current["spec"]["stopPolicy"] = "Hold"
-    assert edited_by_hand(CQ, current)
+    assert edited_by_hand(v(CQ), v(current))
     new_policy = copy.deepcopy(CQ)
     new_policy["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 32
-    assert not edited_by_hand(new_policy, current)
+    assert not edited_by_hand(v(new_policy), v(current))
 
 
 def test_plan_text_lists_changes_counts_and_warnings():
@@ -182,13 +185,15 @@ def record(after=600, submitted="2026-11-30T11:50:00Z", mode="required", **extra
 
 
 def job(annotations=None, suspend=True):
-    return {
-        "metadata": {"uid": "u"},
-        "spec": {
-            "suspend": suspend,
-            "template": {"metadata": {"annotations": annotations or {REQUIRED_ANNOTATION: LEVEL}}},
-        },
-    }
+    return JobView.from_api(
+        {
+            "metadata": {"uid": "u"},
+            "spec": {
+                "suspend": suspend,
+                "template": {"metadata": {"annotations": annotations or {REQUIRED_ANNOTATION: LEVEL}}},
+            },
+        }
+    )
 
 
 def test_past_the_deadline_and_pending_it_falls_back_and_is_recorded():
@@ -207,7 +212,7 @@ def test_past_the_deadline_and_pending_it_falls_back_and_is_recorded():
 
 
 def test_before_the_deadline_admitted_already_done_or_not_required_nothing_happens():
-    admitted = {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}
+    admitted = WorkloadView.from_api({"status": {"conditions": [{"type": "Admitted", "status": "True"}]}})
     cases = [
         (record(submitted="2026-11-30T11:50:01Z"), job(), Jobs()),  # one second early
         (record(), job(), Jobs(workload=admitted)),

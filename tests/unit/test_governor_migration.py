@@ -23,6 +23,7 @@ from typing import Any
 
 from topogov.domain.errors import KubernetesError
 from topogov.domain.kueue import flavors_from_snapshot, render, topology_levels, topology_object
+from topogov.domain.views.objects import ObjectView, object_view
 from topogov.logic.governor import Action, Governor, format_plan, stamped
 
 from .test_governor_render import sample_policy, sample_snapshot
@@ -131,6 +132,37 @@ class KueueStandIn:
         return []
 
 
+class AsViews:
+    """The governor's port over the stand-in, as ``KubeObjects`` is over the API server: what it
+    reads comes back as views of the stand-in's objects; writes pass the body through."""
+
+    def __init__(self, kueue: KueueStandIn) -> None:
+        self.kueue = kueue
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> ObjectView | None:
+        obj = self.kueue.get(api_version, kind, name, namespace)
+        return None if obj is None else object_view(obj)
+
+    def list(self, api_version: str, kind: str) -> list[ObjectView]:
+        return [object_view(o) for o in self.kueue.list(api_version, kind)]
+
+    def create(self, obj: dict[str, Any]) -> ObjectView:
+        return object_view(self.kueue.create(obj))
+
+    def replace(self, obj: dict[str, Any]) -> ObjectView | None:
+        new = self.kueue.replace(obj)
+        return None if new is None else object_view(new)
+
+    def merge_patch(self, api_version, kind, name, namespace, patch) -> ObjectView:
+        return object_view(self.kueue.merge_patch(api_version, kind, name, namespace, patch))
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        return self.kueue.delete(api_version, kind, name, namespace)
+
+    def unfinished_jobs(self, namespace: str) -> list[str] | None:
+        return self.kueue.unfinished_jobs(namespace)
+
+
 def _flavors(cq: dict[str, Any]) -> set[str]:
     return {f["name"] for g in cq["spec"].get("resourceGroups") or [] for f in g["flavors"]}
 
@@ -140,12 +172,13 @@ def legacy(kueue: KueueStandIn, levels: int = 4) -> None:
     for obj in render(sample_policy(), flavors_from_snapshot(sample_snapshot())):
         if obj["kind"] == "Topology":
             if ("Topology", "topogov-network", None) not in kueue.objects:
-                kueue.create(stamped(topology_object("topogov-network", topology_levels(levels), "v1beta1")))
+                topology = topology_object("topogov-network", topology_levels(levels), "v1beta1")
+                kueue.create(stamped(object_view(topology)))
             continue
         if obj["kind"] == "ResourceFlavor":
             obj = copy.deepcopy(obj)
             obj["spec"]["topologyName"] = "topogov-network"
-        kueue.create(obj if obj["kind"] == "Namespace" else stamped(obj))
+        kueue.create(obj if obj["kind"] == "Namespace" else stamped(object_view(obj)))
     kueue.writes.clear()
 
 
@@ -160,7 +193,7 @@ def test_kueue_keeps_a_flavor_a_queue_lists_so_deleting_it_first_never_ends() ->
 def test_re_creation_goes_through_kueue_in_one_pass() -> None:
     kueue = KueueStandIn()
     legacy(kueue)
-    governor = Governor(kueue, sleep=lambda s: None)
+    governor = Governor(AsViews(kueue), sleep=lambda s: None)
     summary = governor.run(sample_policy(), sample_snapshot())
     assert summary.complete, summary.failures
     p5 = kueue.get("", "ResourceFlavor", "p5.48xlarge")
@@ -181,7 +214,7 @@ def test_re_creation_goes_through_kueue_in_one_pass() -> None:
 def test_a_slow_kueue_is_waited_for_over_passes_and_the_queues_never_hold_a_dying_flavor() -> None:
     kueue = KueueStandIn(lag=1000)  # Kueue does not let go within this pass
     legacy(kueue)
-    governor = Governor(kueue, sleep=lambda s: None, release_wait_s=2)
+    governor = Governor(AsViews(kueue), sleep=lambda s: None, release_wait_s=2)
     first = governor.run(sample_policy(), sample_snapshot())
     assert first.complete, first.failures
     assert kueue.get("", "ResourceFlavor", "p5.48xlarge")["metadata"]["deletionTimestamp"]
@@ -211,7 +244,7 @@ def test_a_queue_topogov_does_not_own_blocks_the_re_creation() -> None:
     foreign["metadata"] = {"name": "someone-elses"}
     kueue.create(foreign)
     kueue.writes.clear()
-    governor = Governor(kueue, sleep=lambda s: None)
+    governor = Governor(AsViews(kueue), sleep=lambda s: None)
     plan = governor.plan(sample_policy(), sample_snapshot())
     (blocked,) = [c for c in plan.changes if c.action == Action.BLOCKED]
     assert blocked.name == "p5.48xlarge" and "someone-elses" in blocked.reason

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, replace
 from topogov.domain.labels import ZONE_ID_LABEL, InstanceTopology, layer_label
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
+from topogov.domain.views.nodes import NodeView
 from topogov.logic.labeler import Labeler, PassOptions, instances_to_ask
 
 
@@ -22,6 +23,8 @@ class Patch:
 
 
 class FakeNodes:
+    """The nodes as the adapter answers them: views of the Node objects it holds."""
+
     def __init__(self, objs, fail=(), gone=()):
         self.objs = {o["metadata"]["name"]: o for o in objs}
         self.counters = Counters()
@@ -30,11 +33,12 @@ class FakeNodes:
 
     def list_nodes(self):
         self.counters.reads += 1
-        return [dict(o) for o in self.objs.values()]
+        return [NodeView.from_api(o) for o in self.objs.values()]
 
     def get_node(self, name):
         self.counters.reads += 1
-        return self.objs.get(name)
+        obj = self.objs.get(name)
+        return None if obj is None else NodeView.from_api(obj)
 
     def patch_labels(self, name, patch):
         self.counters.writes += 1

@@ -7,6 +7,8 @@ import pytest
 from topogov.domain.jobs import job_status
 from topogov.domain.landing import PlacedPod, kueue_events, landing, pods_from, verdict
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.batch import JobView, PodView
+from topogov.domain.views.workload import WorkloadView
 
 NODES = {
     n.name: n
@@ -79,13 +81,18 @@ def test_a_node_without_topology_or_unknown_to_the_snapshot_claims_no_domain():
 
 def test_pods_from_kubernetes_objects():
     items = [
-        {"metadata": {"name": "j-b"}, "spec": {"nodeName": "a1"}, "status": {"phase": "Running"}},
-        {"metadata": {"name": "j-a"}, "spec": {}, "status": {}},
+        PodView.from_api(p)
+        for p in (
+            {"metadata": {"name": "j-b"}, "spec": {"nodeName": "a1"}, "status": {"phase": "Running"}},
+            {"metadata": {"name": "j-a"}, "spec": {}, "status": {}},
+        )
     ]
     assert pods_from(items) == [PlacedPod("j-a", None, "Pending"), PlacedPod("j-b", "a1", "Running")]
     indexed = [
-        {"metadata": {"name": f"j-{i}", "labels": {"batch.kubernetes.io/job-completion-index": str(i)}},
-         "spec": {"nodeName": "a1" if i < 2 else "b1"}, "status": {"phase": "Running"}}
+        PodView.from_api(
+            {"metadata": {"name": f"j-{i}", "labels": {"batch.kubernetes.io/job-completion-index": str(i)}},
+             "spec": {"nodeName": "a1" if i < 2 else "b1"}, "status": {"phase": "Running"}}
+        )
         for i in (3, 0, 2, 1)
     ]  # fmt: skip
     pods = pods_from(indexed)
@@ -129,18 +136,20 @@ def cond(type_: str, status: str, at: str, reason: str = "", message: str = "") 
 
 
 def test_kueue_events_are_the_true_conditions_in_time_order():
-    workload = {
-        "status": {
-            "conditions": [
-                cond("Evicted", "True", "2026-12-01T10:08:03Z", "Preempted", PREEMPTED),
-                cond("QuotaReserved", "False", "2026-12-01T10:08:03Z", "Pending", "couldn't assign"),
-                cond("Admitted", "True", "2026-12-01T10:08:02Z", message="The workload is admitted"),
-                cond("Preempted", "True", "2026-12-01T10:08:03Z", "InCohortReclamation", PREEMPTED),
-                cond("PodsReady", "False", "2026-12-01T10:08:02Z"),
-                cond("SomethingElse", "True", "2026-12-01T10:00:00Z"),
-            ]
+    workload = WorkloadView.from_api(
+        {
+            "status": {
+                "conditions": [
+                    cond("Evicted", "True", "2026-12-01T10:08:03Z", "Preempted", PREEMPTED),
+                    cond("QuotaReserved", "False", "2026-12-01T10:08:03Z", "Pending", "couldn't assign"),
+                    cond("Admitted", "True", "2026-12-01T10:08:02Z", message="The workload is admitted"),
+                    cond("Preempted", "True", "2026-12-01T10:08:03Z", "InCohortReclamation", PREEMPTED),
+                    cond("PodsReady", "False", "2026-12-01T10:08:02Z"),
+                    cond("SomethingElse", "True", "2026-12-01T10:00:00Z"),
+                ]
+            }
         }
-    }
+    )
     got = kueue_events(workload)
     assert [e["what"] for e in got] == ["kueue: Admitted", "kueue: Evicted", "kueue: Preempted"]
     assert got[2] == {
@@ -149,15 +158,15 @@ def test_kueue_events_are_the_true_conditions_in_time_order():
         "reason": "InCohortReclamation",
         "message": PREEMPTED,
     }
-    assert kueue_events(None) == [] and kueue_events({}) == []
+    assert kueue_events(None) == [] and kueue_events(WorkloadView.from_api({})) == []
 
 
-def job(suspend: bool, **status) -> dict:
-    return {"spec": {"suspend": suspend}, "status": status}
+def job(suspend: bool, **status) -> JobView:
+    return JobView.from_api({"spec": {"suspend": suspend}, "status": status})
 
 
-def workload(*conditions: dict) -> dict:
-    return {"status": {"conditions": list(conditions)}}
+def workload(*conditions: dict) -> WorkloadView:
+    return WorkloadView.from_api({"status": {"conditions": list(conditions)}})
 
 
 @pytest.mark.parametrize(

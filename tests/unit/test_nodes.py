@@ -2,7 +2,8 @@
 
 import pytest
 
-from topogov.domain.nodes import NodeKind, NodeView, classify
+from topogov.domain.nodes import NodeKind, classify
+from topogov.domain.views.nodes import NodeView
 
 
 @pytest.mark.parametrize(

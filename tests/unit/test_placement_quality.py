@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from topogov.domain.placement_quality import JobPod, job_pod, quality
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.batch import PodView
 
 NODES = {
     n.name: n
@@ -56,8 +57,10 @@ def test_only_running_pods_kueue_admitted_for_a_job_count():
         }
         if podset:
             lab["kueue.x-k8s.io/podset"] = "main"
-        return {"metadata": {"namespace": "ns-a", "labels": lab, "annotations": annotations or {}},
-                "spec": {"nodeName": node}, "status": {"phase": phase}}  # fmt: skip
+        return PodView.from_api(
+            {"metadata": {"namespace": "ns-a", "labels": lab, "annotations": annotations or {}},
+             "spec": {"nodeName": node}, "status": {"phase": phase}}
+        )  # fmt: skip
 
     assert job_pod(pod(), 8) == JobPod("ns-a", "j", "u1", "a1", "none", None, 8)
     assert job_pod(pod(phase="Pending"), 8) is None and job_pod(pod(podset=False), 8) is None

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topogov.domain.quantity import Resources, parse_quantity, pod_requests, resources_from
+from topogov.domain.quantity import Resources, parse_quantity, resources_from
+from topogov.domain.views.batch import PodView
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ def test_pod_requests_take_the_larger_of_containers_and_init():
             "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}}],
         }
     }
-    assert pod_requests(pod) == Resources(gpu=4, efa=0, cpu_m=2000, memory=2**30)
+    assert PodView.from_api(pod).requests == Resources(gpu=4, efa=0, cpu_m=2000, memory=2**30)
 
 
 resources = st.builds(Resources, *(st.integers(0, 10**6) for _ in range(4)))

@@ -240,3 +240,111 @@ def test_label_keys_are_spelled_in_domain_labels_only():
                 ):
                     spelled.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
     assert spelled == []
+
+
+# Kubernetes objects are read through their views (#24 item 1): the adapters make a view of each
+# object they read (``domain/views``), and the logic and the rest of the domain read its fields, never
+# the JSON. A field of a Kubernetes object read from a body (``obj["metadata"]``,
+# ``(x.get("status") or {}).get("conditions")``) is allowed only in ``domain/views/`` and where a
+# body is rendered: ``domain/kueue.py`` (the Kueue objects) and, in ``domain/jobs.py``, the Job
+# manifest's renderer and the checker of a submitted one.
+BODY_FIELDS = frozenset(
+    {
+        "apiVersion", "kind", "metadata", "spec", "status", "items", "labels", "annotations", "uid",
+        "resourceVersion", "ownerReferences", "creationTimestamp", "deletionTimestamp", "managedFields",
+        "finalizers", "conditions", "lastTransitionTime", "template", "containers", "initContainers",
+        "overhead", "nodeName", "nodeSelector", "tolerations", "phase", "providerID", "taints", "suspend",
+        "activeDeadlineSeconds", "startTime", "completionTime", "podSets", "topologyRequest", "admission",
+        "podSetAssignments", "topologyAssignment", "resourceUsage", "queueName", "clusterQueue",
+        "resourceGroups", "coveredResources", "nominalQuota", "borrowingLimit", "lendingLimit",
+        "topologyName", "nodeLabel", "nodeLabels", "stopPolicy", "cohortName", "namespaceSelector",
+        "matchLabels", "fairSharing",
+    }
+)  # fmt: skip
+VIEWS = ROOT / "lambdas/topogov/domain/views"
+RENDERERS: dict[str, frozenset[str] | None] = {
+    "lambdas/topogov/domain/kueue.py": None,  # the whole module renders Kueue's objects
+    "lambdas/topogov/domain/hyperpod/addon.py": None,  # renders the objects the HyperPod add-on writes
+    "lambdas/topogov/domain/jobs.py": frozenset(  # renders the Job; checks and completes a submitted one
+        {
+            "inspect_manifest", "manifest_namespace", "_checked_metadata", "_checked_counts",
+            "_checked_template_metadata", "_checked_pod_spec", "_check_container", "_effective_requests",
+            "complete_manifest",
+        }
+    ),
+}  # fmt: skip
+# Where a view's whole body (``raw``) is read, and why; nowhere else.
+RAW_READERS = {
+    "lambdas/topogov/logic/governor/drift.py": "compares rendered and live objects, writes them whole",
+    "lambdas/topogov/logic/api_service.py": "answers a submission with the Job as it was created",
+}
+
+
+def body_reads(source: str) -> list[tuple[int, str, str]]:
+    """(line, function, field) of each read of a Kubernetes object's field: ``x["field"]`` or
+    ``x.get("field")`` with a field of :data:`BODY_FIELDS`."""
+    module = ast.parse(source)
+    function_of: dict[int, str] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for sub in ast.walk(node):
+                function_of[id(sub)] = node.name  # ast.walk goes outside in: the innermost stays
+    found = []
+    for node in ast.walk(module):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            key = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+        if isinstance(key, str) and key in BODY_FIELDS:
+            found.append((node.lineno, function_of.get(id(node), ""), key))
+    return sorted(found)
+
+
+def raw_body_reads() -> list[str]:
+    out = []
+    for tree in ("lambdas/topogov/logic", "lambdas/topogov/domain"):
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if path.is_relative_to(VIEWS) or (name in RENDERERS and RENDERERS[name] is None):
+                continue
+            allowed = RENDERERS.get(name) or frozenset()
+            for line, function, key in body_reads(path.read_text(encoding="utf-8")):
+                if function not in allowed:
+                    out.append(f"{name}:{line} {function}: {key}")
+    return out
+
+
+def test_the_body_read_finder_finds_chains_and_subscripts_not_writes_or_other_keys():
+    source = (
+        "def f(job, obj, record):\n"
+        '    uid = (job.get("metadata") or {}).get("uid", "")\n'
+        '    phase = obj["status"]["phase"]\n'
+        '    obj["spec"] = {}\n'  # a write: rendering
+        '    return record.get("decision"), job.uid\n'
+    )
+    assert body_reads(source) == [
+        (2, "f", "metadata"),
+        (2, "f", "uid"),
+        (3, "f", "phase"),
+        (3, "f", "status"),
+    ]
+
+
+def test_logic_and_domain_read_kubernetes_objects_through_their_views():
+    for name, functions in RENDERERS.items():  # the exceptions name what exists
+        source = (ROOT / name).read_text(encoding="utf-8")
+        assert all(re.search(rf"^def {f}\(", source, re.M) for f in functions or ()), name
+    assert raw_body_reads() == []
+
+
+def test_a_views_whole_body_is_read_only_where_it_must_pass_through_whole():
+    readers = set()
+    for tree in ("lambdas/topogov/logic", "lambdas/topogov/domain"):
+        for path in sorted((ROOT / tree).rglob("*.py")):
+            if path.is_relative_to(VIEWS):
+                continue
+            module = ast.parse(path.read_text(encoding="utf-8"))
+            if any(isinstance(n, ast.Attribute) and n.attr == "raw" for n in ast.walk(module)):
+                readers.add(str(path.relative_to(ROOT)))
+    assert readers == set(RAW_READERS)

@@ -22,7 +22,9 @@ from typing import Any
 
 from topogov.domain.errors import KubernetesError
 from topogov.domain.placement_quality import JobPod
-from topogov.domain.quantity import Resources, pod_requests
+from topogov.domain.quantity import Resources
+from topogov.domain.views.batch import PodView
+from topogov.domain.views.nodes import NodeView
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
 MERGE_PATCH = "application/merge-patch+json"
@@ -232,19 +234,19 @@ class KubeNodes:
     def counters(self) -> CallCounters:
         return self.http.counters
 
-    def list_nodes(self) -> list[dict[str, Any]]:
+    def list_nodes(self) -> list[NodeView]:
         items, resp = self.http.list_all("/api/v1/nodes", page_size=self._page_size)
         if resp.status != 200:
             raise KubernetesError(resp.status, "list /api/v1/nodes", _message(resp.body))
-        return items
+        return [NodeView.from_api(i) for i in items]
 
-    def get_node(self, name: str) -> dict[str, Any] | None:
+    def get_node(self, name: str) -> NodeView | None:
         resp = self.http.request("GET", f"/api/v1/nodes/{name}")
         if resp.status == 404:
             return None
         if resp.status != 200:
             raise KubernetesError(resp.status, f"get node {name}", _message(resp.body))
-        return resp.body
+        return NodeView.from_api(resp.body)
 
     def patch_labels(self, name: str, patch: Mapping[str, str | None]) -> PatchResult:
         """Merge-patch only the given labels (None removes). Never raises: one node never stops a pass."""
@@ -279,10 +281,10 @@ class KubeNodes:
                 placed.clear()
             if page.response.status != 200:
                 raise KubernetesError(page.response.status, "list /api/v1/pods", _message(page.response.body))
-            for pod in page.items:
-                node = (pod.get("spec") or {}).get("nodeName")
+            for pod in map(PodView.from_api, page.items):
+                node = pod.node_name
                 if node:
-                    asked = pod_requests(pod)
+                    asked = pod.requests
                     result[node] = result.get(node, Resources()) + asked
                     found = job_pod(pod, asked.gpu)
                     if found is not None:

@@ -13,22 +13,26 @@ from topogov.domain.labels import (
     REQUIRED_ANNOTATION,
     WORKLOAD_JOB_UID_LABEL,
 )
-from topogov.domain.quantity import Resources, pod_requests
+from topogov.domain.quantity import Resources
+from topogov.domain.views.batch import JobView, PodView
+from topogov.domain.views.workload import WorkloadView
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
 JSON_PATCH = "application/json-patch+json"
 
 
 class KubeJobs:
+    """Every object it returns is a view (``domain/views``), made here from the API server's JSON."""
+
     def __init__(self, http: KubeHttp) -> None:
         self.http = http
 
-    def create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    def create(self, namespace: str, manifest: dict[str, Any]) -> JobView:
         resp = self.http.request(
             "POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body=manifest, retry=False
         )
         if resp.status in (200, 201):
-            return resp.body
+            return JobView.from_api(resp.body)
         message = (resp.body or {}).get("message", "") if isinstance(resp.body, dict) else str(resp.body)
         if resp.status == 409:
             raise Conflict(f"a job named {manifest['metadata']['name']!r} exists in {namespace!r}")
@@ -36,13 +40,13 @@ class KubeJobs:
             raise ValidationFailed("manifest", f"Kubernetes refused the Job: {message}")
         raise Unavailable(f"creating the Job failed: HTTP {resp.status} {message}".strip())
 
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get(self, namespace: str, name: str) -> JobView | None:
         resp = self.http.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")
         if resp.status == 404:
             return None
         if resp.status != 200:
             raise Unavailable(f"reading the Job failed: HTTP {resp.status}")
-        return resp.body
+        return JobView.from_api(resp.body)
 
     def delete(self, namespace: str, name: str) -> bool:
         resp = self.http.request(
@@ -76,12 +80,12 @@ class KubeJobs:
         job = self.get(namespace, name)
         if job is None:
             return "gone"
-        if not job["spec"].get("suspend", False):
+        if not job.suspended:
             return "running"
         annotated = self._relax_job(namespace, name, level)
         if annotated not in ("switched", "already"):
             return annotated
-        workload = self.workload_for(namespace, (job.get("metadata") or {}).get("uid", ""))
+        workload = self.workload_for(namespace, job.uid)
         if workload is None:
             return "switched"
         outcome = self._relax_workload(namespace, workload, level)
@@ -91,24 +95,23 @@ class KubeJobs:
             else outcome
         )
 
-    def _relax_workload(self, namespace: str, workload: dict[str, Any], level: str) -> str:
-        pod_sets = (workload.get("spec") or {}).get("podSets") or []
-        requests = [(ps.get("topologyRequest") or {}) for ps in pod_sets]
-        if any(r.get("preferred") == level and "required" not in r for r in requests) and not any(
-            r.get("required") == level for r in requests
+    def _relax_workload(self, namespace: str, workload: WorkloadView, level: str) -> str:
+        requests = [ps.topology_request for ps in workload.pod_sets]
+        if any(r.preferred == level and r.required is None for r in requests) and not any(
+            r.required == level for r in requests
         ):
             return "already"
-        index = next((i for i, r in enumerate(requests) if r.get("required") == level), None)
+        index = next((i for i, r in enumerate(requests) if r.required == level), None)
         if index is None:
             return "changed"
         base = f"/spec/podSets/{index}/topologyRequest"
         patch = [
-            {"op": "test", "path": "/metadata/uid", "value": workload["metadata"]["uid"]},
+            {"op": "test", "path": "/metadata/uid", "value": workload.uid},
             {"op": "test", "path": f"{base}/required", "value": level},
             {"op": "remove", "path": f"{base}/required"},
             {"op": "add", "path": f"{base}/preferred", "value": level},
         ]
-        path = f"{KUEUE}/namespaces/{namespace}/workloads/{workload['metadata']['name']}"
+        path = f"{KUEUE}/namespaces/{namespace}/workloads/{workload.name}"
         resp = self.http.request("PATCH", path, body=patch, content_type=JSON_PATCH)
         if 200 <= resp.status < 300:
             return "switched"
@@ -116,15 +119,10 @@ class KubeJobs:
             return "gone"
         if resp.status not in (400, 403, 409, 422):  # a failed test, or Kueue's webhook refusing
             raise Unavailable(f"patching the Workload failed: HTTP {resp.status}")
-        conditions = {
-            c.get("type"): c.get("status") for c in (workload.get("status") or {}).get("conditions") or []
-        }
         fresh = self.http.request("GET", path)
         if fresh.status == 200:
-            conditions = {
-                c.get("type"): c.get("status")
-                for c in (fresh.body.get("status") or {}).get("conditions") or []
-            }
+            workload = WorkloadView.from_api(fresh.body)
+        conditions = {c.type: c.status for c in workload.conditions}
         return "running" if conditions.get("QuotaReserved") == "True" else "changed"
 
     def _relax_job(self, namespace: str, name: str, level: str) -> str:
@@ -148,20 +146,20 @@ class KubeJobs:
         job = self.get(namespace, name)
         if job is None:
             return "gone"
-        annotations = ((job["spec"]["template"].get("metadata") or {}).get("annotations")) or {}
+        annotations = job.template_annotations
         if annotations.get(PREFERRED_ANNOTATION) == level and REQUIRED_ANNOTATION not in annotations:
             return "already"
-        if not job["spec"].get("suspend", False):
+        if not job.suspended:
             return "running"
         return "changed"
 
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+    def list_jobs(self, namespace: str) -> list[JobView]:
         items, resp = self.http.list_all(f"/apis/batch/v1/namespaces/{namespace}/jobs")
         if resp.status == 404:
             return []
         if resp.status != 200:
             raise Unavailable(f"listing Jobs in {namespace} failed: HTTP {resp.status}")
-        return items
+        return [JobView.from_api(i) for i in items]
 
     def admitted_usage(self, namespace: str) -> Resources:
         """What Kueue has admitted in ``namespace``: the requests of its admitted Workloads."""
@@ -169,20 +167,16 @@ class KubeJobs:
         if resp.status != 200:
             return Resources()
         total = Resources()
-        for wl in (resp.body or {}).get("items") or []:
-            conditions = {
-                c.get("type"): c.get("status") for c in (wl.get("status") or {}).get("conditions") or []
-            }
+        for wl in map(WorkloadView.from_api, (resp.body or {}).get("items") or []):
+            conditions = {c.type: c.status for c in wl.conditions}
             # A finished Workload keeps Admitted=True but Kueue has released its quota.
             if conditions.get("Admitted") != "True" or conditions.get("Finished") == "True":
                 continue
-            for pod_set in (wl.get("spec") or {}).get("podSets") or []:
-                per_pod = pod_requests(pod_set.get("template") or {})
-                n = int(pod_set.get("count", 1))
-                total = total + per_pod.times(n)
+            for pod_set in wl.pod_sets:
+                total = total + pod_set.template.requests.times(pod_set.count)
         return total
 
-    def pods_of(self, namespace: str, job_uid: str, limit: int = 1000) -> list[dict[str, Any]]:
+    def pods_of(self, namespace: str, job_uid: str, limit: int = 1000) -> list[PodView]:
         """The Job's Pods (by the ``batch.kubernetes.io/controller-uid`` label the Job controller
         sets), at most ``limit``: one call."""
         resp = self.http.request(
@@ -192,27 +186,27 @@ class KubeJobs:
         )
         if resp.status != 200:
             raise Unavailable(f"listing the Job's Pods failed: HTTP {resp.status}")
-        return list((resp.body or {}).get("items") or [])
+        return [PodView.from_api(i) for i in (resp.body or {}).get("items") or []]
 
-    def kueue_pods(self, namespace: str) -> list[dict[str, Any]]:
+    def kueue_pods(self, namespace: str) -> list[PodView]:
         """The pods Kueue admitted in ``namespace`` (Kueue labels an admitted pod set's pods
         ``kueue.x-k8s.io/podset``: pkg/controller/jobframework/reconciler.go), page by page."""
         path = f"/api/v1/namespaces/{namespace}/pods"
         items, resp = self.http.list_all(path, {"labelSelector": PODSET_LABEL})
         if resp.status != 200:
             raise Unavailable(f"listing Pods in {namespace} failed: HTTP {resp.status}")
-        return items
+        return [PodView.from_api(i) for i in items]
 
-    def workloads(self, namespace: str) -> list[dict[str, Any]]:
+    def workloads(self, namespace: str) -> list[WorkloadView]:
         """Every Workload in ``namespace`` (one call; a team has few)."""
         resp = self.http.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")
         if resp.status == 404:
             return []
         if resp.status != 200:
             raise Unavailable(f"listing Workloads in {namespace} failed: HTTP {resp.status}")
-        return list((resp.body or {}).get("items") or [])
+        return [WorkloadView.from_api(i) for i in (resp.body or {}).get("items") or []]
 
-    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None:
+    def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None:
         resp = self.http.request(
             "GET",
             f"{KUEUE}/namespaces/{namespace}/workloads",
@@ -221,4 +215,4 @@ class KubeJobs:
         if resp.status != 200:
             return None
         items = (resp.body or {}).get("items") or []
-        return items[0] if items else None
+        return WorkloadView.from_api(items[0]) if items else None

@@ -15,6 +15,8 @@ from typing import Any
 from topogov.adapters.kube import MERGE_PATCH, KubeHttp, Response
 from topogov.domain.errors import KubernetesError
 from topogov.domain.jobs import job_status
+from topogov.domain.views.batch import JobView
+from topogov.domain.views.objects import ObjectView, object_view
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 PLURALS = {
@@ -50,22 +52,21 @@ def _fail(resp: Response, what: str) -> KubernetesError:
 
 
 class KubeObjects:
-    """get / list / create / replace / patch / delete of the governor's kinds."""
+    """get / list / create / replace / patch / delete of the governor's kinds. Reads answer views
+    (``domain/views/objects.py``); writes take the body to write."""
 
     def __init__(self, http: KubeHttp) -> None:
         self.http = http
 
-    def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> ObjectView | None:
         resp = self.http.request("GET", object_path(api_version, kind, name, namespace))
         if resp.status == 404:
             return None
         if resp.status != 200:
             raise _fail(resp, f"get {kind} {name}")
-        return resp.body
+        return object_view(resp.body)
 
-    def list(self, api_version: str, kind: str) -> list[dict[str, Any]]:
+    def list(self, api_version: str, kind: str) -> builtins.list[ObjectView]:
         """Every object of ``kind`` (all namespaces), paginated. The API server leaves ``kind`` and
         ``apiVersion`` out of a list's items (they are the list's); each item gets them back here."""
         items, resp = self.http.list_all(object_path(api_version, kind))
@@ -73,18 +74,18 @@ class KubeObjects:
             raise _fail(resp, f"list {kind} ({api_version}): is Kueue installed and serving it?")
         if resp.status != 200:
             raise _fail(resp, f"list {kind}")
-        return [{"apiVersion": api_version, "kind": kind, **i} for i in items]
+        return [object_view({"apiVersion": api_version, "kind": kind, **i}) for i in items]
 
-    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def create(self, obj: Mapping[str, Any]) -> ObjectView:
         kind, name, ns = ref(obj)
         resp = self.http.request(
             "POST", object_path(obj["apiVersion"], kind, None, ns), body=obj, retry=False
         )
         if resp.status not in (200, 201):
             raise _fail(resp, f"create {kind} {name}")
-        return resp.body
+        return object_view(resp.body)
 
-    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    def replace(self, obj: Mapping[str, Any]) -> ObjectView | None:
         """PUT ``obj`` (carrying the resourceVersion it was read at). None on 409: re-read and retry."""
         kind, name, ns = ref(obj)
         resp = self.http.request("PUT", object_path(obj["apiVersion"], kind, name, ns), body=obj, retry=False)
@@ -92,11 +93,11 @@ class KubeObjects:
             return None
         if resp.status != 200:
             raise _fail(resp, f"update {kind} {name}")
-        return resp.body
+        return object_view(resp.body)
 
     def merge_patch(
         self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    ) -> ObjectView:
         resp = self.http.request(
             "PATCH",
             object_path(api_version, kind, name, namespace),
@@ -105,7 +106,7 @@ class KubeObjects:
         )
         if resp.status != 200:
             raise _fail(resp, f"patch {kind} {name}")
-        return resp.body
+        return object_view(resp.body)
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         resp = self.http.request(
@@ -127,7 +128,5 @@ class KubeObjects:
             return []
         if resp.status != 200:
             return None
-        items = resp.body.get("items") or []
-        return sorted(
-            j["metadata"]["name"] for j in items if job_status(j, None)[0] not in ("Succeeded", "Failed")
-        )
+        jobs = map(JobView.from_api, resp.body.get("items") or [])
+        return sorted(j.name for j in jobs if job_status(j, None)[0] not in ("Succeeded", "Failed"))

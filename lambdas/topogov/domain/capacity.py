@@ -62,10 +62,31 @@ def largest_now(tree: Any, level: str, gpus_per_pod: int, upper: int) -> int:
     return lo
 
 
+def domain_of(
+    tree: Any, members: Iterable[NodeCapacity], layer: int, gpus_per_pod: int, pods: int
+) -> str | None:
+    """The layer-``layer`` domain where Kueue would place ``pods`` pods of ``gpus_per_pod`` GPUs now
+    (the model's BestFit for a required level, as ``largest_now`` asks; its assignment names the
+    hosts, whose path gives the domain); None for no pod or no fit."""
+    from topogov.domain.kueue_model import TASRequest, TopologyRequest, find_assignment
+
+    if pods <= 0:
+        return None
+    request = TASRequest(
+        "main", pods, {"nvidia.com/gpu": gpus_per_pod}, TopologyRequest(required=layer_label(layer))
+    )
+    found = find_assignment(tree, request).assignment
+    if found is None or not found.domains:
+        return None
+    paths = {n.name: n.path for n in members}
+    path = paths.get(found.domains[0][0][-1], ())
+    return path[layer - 1] if len(path) >= layer else None
+
+
 def capacity_view(nodes: Mapping[str, NodeCapacity]) -> dict[str, Any]:
-    """Per GPU instance type: per layer, the domains with their free GPUs and free whole nodes,
-    how many are wholly free, and the largest whole-node job that could start now in one domain
-    (``largest_now_nodes``) and on an empty fleet (``largest_empty_nodes``)."""
+    """Per GPU instance type: per layer (``layer_view``), the domains with their free GPUs and free
+    whole nodes, how many are wholly free, and the largest whole-node job that could start now in
+    one domain and on an empty fleet."""
     out = []
     for flavor in flavors_from_nodes(nodes.values()):
         members = [n for n in nodes.values() if n.instance_type == flavor.instance_type and n.path]
@@ -73,42 +94,6 @@ def capacity_view(nodes: Mapping[str, NodeCapacity]) -> dict[str, Any]:
             continue
         tree = _tree(flavor.instance_type, flavor.depth, members)
         per_node = flavor.allocatable.gpu
-        levels = []
-        for layer in range(1, flavor.depth + 1):
-            domains: dict[str, list[NodeCapacity]] = defaultdict(list)
-            for n in members:
-                domains[n.path[layer - 1]].append(n)
-            rows = sorted(
-                (
-                    DomainFree(
-                        d,
-                        len(ns),
-                        sum(max(0, n.allocatable.gpu - n.used.gpu) for n in ns),
-                        sum(1 for n in ns if n.used.gpu == 0 and n.allocatable.gpu >= per_node),
-                    )
-                    for d, ns in domains.items()
-                ),
-                key=lambda r: (-r.free_gpus, r.domain),
-            )
-            biggest = max(r.nodes for r in rows)
-            levels.append(
-                {
-                    "level": f"layer-{layer}",
-                    "domains": len(rows),
-                    "wholly_free": sum(1 for r in rows if r.free_nodes == r.nodes),
-                    "largest_now_nodes": largest_now(tree, layer_label(layer), per_node, biggest),
-                    "largest_empty_nodes": biggest,
-                    "free": [
-                        {
-                            "domain": r.domain,
-                            "nodes": r.nodes,
-                            "free_gpus": r.free_gpus,
-                            "free_nodes": r.free_nodes,
-                        }
-                        for r in rows
-                    ],
-                }
-            )
         out.append(
             {
                 "instance_type": flavor.instance_type,
@@ -116,10 +101,48 @@ def capacity_view(nodes: Mapping[str, NodeCapacity]) -> dict[str, Any]:
                 "gpus_per_node": per_node,
                 "free_gpus": sum(max(0, n.allocatable.gpu - n.used.gpu) for n in members),
                 "unavailable_nodes": sum(1 for n in members if not n.available),
-                "levels": levels,
+                "levels": [
+                    layer_view(tree, members, layer, per_node) for layer in range(1, flavor.depth + 1)
+                ],
             }
         )
     return {"instance_types": out}
+
+
+def layer_view(tree: Any, members: list[NodeCapacity], layer: int, per_node: int) -> dict[str, Any]:
+    """One layer of one instance type: its domains (most free GPUs first), how many are wholly
+    free, the largest whole-node job that could start now in one domain (``largest_now_nodes``, in
+    the domain Kueue's BestFit would pick: ``largest_now_domain``) and on an empty fleet
+    (``largest_empty_nodes``)."""
+    domains: dict[str, list[NodeCapacity]] = defaultdict(list)
+    for n in members:
+        domains[n.path[layer - 1]].append(n)
+    rows = sorted(
+        (
+            DomainFree(
+                d,
+                len(ns),
+                sum(max(0, n.allocatable.gpu - n.used.gpu) for n in ns),
+                sum(1 for n in ns if n.used.gpu == 0 and n.allocatable.gpu >= per_node),
+            )
+            for d, ns in domains.items()
+        ),
+        key=lambda r: (-r.free_gpus, r.domain),
+    )
+    biggest = max(r.nodes for r in rows)
+    now = largest_now(tree, layer_label(layer), per_node, biggest)
+    return {
+        "level": f"layer-{layer}",
+        "domains": len(rows),
+        "wholly_free": sum(1 for r in rows if r.free_nodes == r.nodes),
+        "largest_now_nodes": now,
+        "largest_now_domain": domain_of(tree, members, layer, per_node, now),
+        "largest_empty_nodes": biggest,
+        "free": [
+            {"domain": r.domain, "nodes": r.nodes, "free_gpus": r.free_gpus, "free_nodes": r.free_nodes}
+            for r in rows
+        ],
+    }
 
 
 def closest_domain(

@@ -27,7 +27,9 @@ from topogov.domain.labels import (
     SUBMITTED_BY_ANNOTATION,
     TOPOLOGY_MODE_LABEL,
 )
-from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources, parse_quantity, pod_requests
+from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources, parse_quantity
+from topogov.domain.views.batch import JobView, container_requests, scheduler_requests
+from topogov.domain.views.workload import WorkloadView
 
 GOVERNED = (GPU, EFA, CPU, MEMORY)
 
@@ -59,6 +61,7 @@ class JobShape:
     per_pod: Resources
     instance_type: str | None
     placement: Placement | None  # what the manifest itself asks (raw manifests), None if silent
+    priority_class: str | None = None  # what the manifest's PRIORITY_LABEL asks (raw manifests)
 
     @property
     def total(self) -> Resources:
@@ -159,10 +162,18 @@ def inspect_manifest(manifest: Any, *, team_namespace: str, team_queue: str) -> 
     return JobShape(
         name=name,
         pods=pods,
-        per_pod=pod_requests(_effective_requests(pod_spec)),
+        per_pod=_effective_requests(pod_spec),
         instance_type=node_selector.get(INSTANCE_TYPE_LABEL),
         placement=_placement_of(annotations, f"{base}.spec.template.metadata.annotations"),
+        priority_class=(meta.get("labels") or {}).get(PRIORITY_LABEL),
     )
+
+
+def manifest_namespace(manifest: Any) -> str | None:
+    """The namespace a submitted manifest names (before it is checked: None unless it is a string)."""
+    meta = manifest.get("metadata") if isinstance(manifest, Mapping) else None
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return ns if isinstance(ns, str) else None
 
 
 def _checked_label_values(labels: Any, field: str) -> Mapping[str, Any]:
@@ -303,8 +314,9 @@ def _check_container(c: Any, field: str, *, need_requests: bool) -> None:
                 raise ManifestProblem(f"{field}.resources.{kind}.{res}", "is not a quantity")
 
 
-def _effective_requests(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
-    """Kubernetes defaults a container's requests to its limits where only limits are set."""
+def _effective_requests(pod_spec: Mapping[str, Any]) -> Resources:
+    """A pod's requests as the scheduler counts them, each container's defaulted to its limits where
+    only limits are set, as Kubernetes defaults them."""
     spec = copy.deepcopy(dict(pod_spec))
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or []:
@@ -312,7 +324,9 @@ def _effective_requests(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
             req = res["requests"] = res.get("requests") or {}
             for name, value in (res.get("limits") or {}).items():
                 req.setdefault(name, value)
-    return {"spec": spec}
+    return scheduler_requests(
+        container_requests(spec.get("containers")), container_requests(spec.get("initContainers"))
+    )
 
 
 def complete_manifest(
@@ -355,7 +369,7 @@ def complete_manifest(
     return job
 
 
-def job_status(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> tuple[str, str | None]:
+def job_status(job: JobView | None, workload: WorkloadView | None) -> tuple[str, str | None]:
     """(status, why pending) from the Job and its Kueue Workload, as `topogov job` shows them.
 
     Pure: the Job's conditions (``Complete``/``Failed``), ``spec.suspend`` (Kueue unsuspends a Job it
@@ -363,30 +377,29 @@ def job_status(job: dict[str, Any] | None, workload: dict[str, Any] | None) -> t
     ``apis/kueue/v1beta2/workload_types.go``)."""
     if job is None:
         return "Vanished", "the Job is no longer in the cluster"
-    status = job.get("status") or {}
-    for cond in status.get("conditions") or []:
-        if cond.get("status") == "True" and cond.get("type") == "Complete":
+    for cond in job.conditions:
+        if cond.true and cond.type == "Complete":
             return "Succeeded", None
-        if cond.get("status") == "True" and cond.get("type") == "Failed":
+        if cond.true and cond.type == "Failed":
             return "Failed", None
-    if not (job.get("spec") or {}).get("suspend", False):
+    if not job.suspended:
         # Admitted until a pod is ready: Kueue unsuspends the Job, the Job controller creates Pods
         # (gated by Kueue's topology scheduling gate until their nodes are assigned), the scheduler
         # binds them, the kubelet starts them. ``ready`` is the Job's count of Ready pods (batch/v1,
         # GA in Kubernetes 1.29); a Job status without it counts active pods instead.
-        running = status.get("ready") if "ready" in status else status.get("active")
+        running = job.ready if job.ready is not None else job.active
         # Pods that ended while the Job has no Complete/Failed condition yet: the Job controller
         # writes it once every pod has terminated (SuccessCriteriaMet or FailureTarget first,
         # Kubernetes >= 1.31, "Job termination and cleanup"). It ran: still Running, not Admitted again.
-        ended = status.get("succeeded") or status.get("failed")
+        ended = job.succeeded or job.failed
         return ("Running" if running or ended else "Admitted"), None
     if workload is None:
         return "Pending", "waiting for Kueue to create a Workload for the Job"
-    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    conditions = {c.type: c for c in workload.conditions}
     admitted = conditions.get("Admitted")
-    if admitted and admitted.get("status") == "True":
+    if admitted and admitted.true:
         return "Admitted", None
     reserved = conditions.get("QuotaReserved")
-    if reserved and reserved.get("status") == "False":
-        return "Pending", reserved.get("message") or reserved.get("reason") or "waiting for quota"
+    if reserved and reserved.status == "False":
+        return "Pending", reserved.message or reserved.reason or "waiting for quota"
     return "Pending", "queued in the team's LocalQueue, waiting for admission"

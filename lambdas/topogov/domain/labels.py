@@ -45,6 +45,12 @@ TOPOLOGY_MODE_LABEL = "topogov.io/topology-mode"  # required | preferred | auto 
 POD_PRIORITY_LABEL = "topogov.io/priority-class"
 TEAM_LABEL = "topogov.io/team"
 RENDERED_ANNOTATION = "topogov.io/rendered"
+# SageMaker HyperPod task governance's (sagemaker.amazonaws.com): what its add-on puts on the team
+# namespaces it makes (the two documented: SageMaker Developer Guide and aws/sagemaker-hyperpod-cli's
+# constants; ``activate-quota`` as its admission policy binding selects them) and on its queues.
+SAGEMAKER_MANAGED_QUEUE_LABEL = "sagemaker.amazonaws.com/sagemaker-managed-queue"
+QUOTA_ALLOCATION_LABEL = "sagemaker.amazonaws.com/quota-allocation-id"
+ACTIVATE_QUOTA_LABEL = "sagemaker.amazonaws.com/activate-quota"
 
 _LAYER_RE = re.compile(r"^topology\.k8s\.aws/network-node-layer-([1-9][0-9]*)$")
 

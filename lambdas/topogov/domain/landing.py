@@ -15,6 +15,8 @@ from typing import Any
 
 from topogov.domain.labels import INDEX_LABEL, LAYER_LABEL_PREFIX
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.batch import PodView
+from topogov.domain.views.workload import WorkloadView
 
 # Kueue's Workload conditions worth a line in a job's events, in the order they happen
 # (kueue apis/kueue/v1beta2/workload_types.go: WorkloadQuotaReserved, WorkloadAdmitted, WorkloadEvicted,
@@ -31,14 +33,13 @@ class PlacedPod:
     index: int | None = None  # the completion index of an Indexed Job's pod
 
 
-def pods_from(items: Iterable[Mapping[str, Any]]) -> list[PlacedPod]:
-    """PlacedPods from Pod objects as the Kubernetes API lists them."""
+def pods_from(items: Iterable[PodView]) -> list[PlacedPod]:
+    """PlacedPods from the Pods the Kubernetes API lists."""
     out = []
     for pod in items:
-        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-        raw = str((meta.get("labels") or {}).get(INDEX_LABEL) or "")
-        node, phase = spec.get("nodeName") or None, status.get("phase") or "Pending"
-        out.append(PlacedPod(str(meta.get("name", "")), node, phase, int(raw) if raw.isdigit() else None))
+        index = str(pod.labels.get(INDEX_LABEL) or "")
+        phase = pod.phase or "Pending"
+        out.append(PlacedPod(pod.name, pod.node_name, phase, int(index) if index.isdigit() else None))
     return sorted(out, key=lambda p: (p.index is None, p.index or 0, p.name))
 
 
@@ -128,19 +129,19 @@ def landing(
     }
 
 
-def kueue_events(workload: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def kueue_events(workload: WorkloadView | None) -> list[dict[str, Any]]:
     """The Workload's true conditions of ``KUEUE_CONDITIONS`` as job events: ``at`` (the condition's
     lastTransitionTime), ``what`` (``kueue: Admitted``), Kueue's own ``reason`` and ``message``."""
     if not workload:
         return []
     events = []
-    for cond in (workload.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in KUEUE_CONDITIONS and cond.get("status") == "True":
-            event = {"at": cond.get("lastTransitionTime"), "what": f"kueue: {cond['type']}"}
-            if cond.get("reason"):
-                event["reason"] = cond["reason"]
-            if cond.get("message"):
-                event["message"] = cond["message"]
+    for cond in workload.conditions:
+        if cond.type in KUEUE_CONDITIONS and cond.true:
+            event = {"at": cond.last_transition_time, "what": f"kueue: {cond.type}"}
+            if cond.reason:
+                event["reason"] = cond.reason
+            if cond.message:
+                event["message"] = cond.message
             events.append(event)
     order = {t: i for i, t in enumerate(KUEUE_CONDITIONS)}
     return sorted(events, key=lambda e: (e["at"] or "", order[e["what"].split(": ", 1)[1]]))

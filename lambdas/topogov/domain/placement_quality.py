@@ -25,6 +25,7 @@ from topogov.domain.labels import (
     TOPOLOGY_MODE_LABEL,
 )
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.batch import PodView
 
 MODES = ("required", "preferred", "auto", "none")
 
@@ -42,20 +43,19 @@ class JobPod:
     gpus: int
 
 
-def job_pod(pod: Mapping[str, Any], gpus: int) -> JobPod | None:
+def job_pod(pod: PodView, gpus: int) -> JobPod | None:
     """A Running pod Kueue admitted for a Job, bound to a node; None for any other pod."""
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    labels = meta.get("labels") or {}
-    uid, node = labels.get(JOB_UID_LABEL), spec.get("nodeName")
-    if PODSET_LABEL not in labels or not uid or not node or status.get("phase") != "Running":
+    labels = pod.labels
+    uid, node = labels.get(JOB_UID_LABEL), pod.node_name
+    if PODSET_LABEL not in labels or not uid or not node or pod.phase != "Running":
         return None
-    annotations = meta.get("annotations") or {}
+    annotations = pod.annotations
     mode = labels.get(TOPOLOGY_MODE_LABEL)
     if not mode:
         mode = "required" if REQUIRED_ANNOTATION in annotations else "none"
         mode = "preferred" if PREFERRED_ANNOTATION in annotations else mode
     return JobPod(
-        str(meta.get("namespace", "")), str(labels.get(JOB_NAME_LABEL, "")), str(uid), str(node),
+        pod.namespace, str(labels.get(JOB_NAME_LABEL, "")), str(uid), str(node),
         mode if mode in MODES else "none", labels.get(POD_PRIORITY_LABEL), gpus,
     )  # fmt: skip
 

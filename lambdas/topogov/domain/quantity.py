@@ -110,25 +110,6 @@ def total(items: Iterable[Resources]) -> Resources:
     return Resources(gpu, efa, cpu_m, memory)
 
 
-def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """A pod's effective request, as the scheduler counts it: max(sum of containers, largest init)."""
-    spec = pod.get("spec") or {}
-
-    def req(c: Mapping[str, Any]) -> Resources:
-        return resources_from(((c.get("resources") or {}).get("requests")) or {})
-
-    main = total(req(c) for c in spec.get("containers") or [])
-    inits = [req(c) for c in spec.get("initContainers") or []]
-    if not inits:
-        return main
-    return Resources(
-        gpu=max(main.gpu, *(i.gpu for i in inits)),
-        efa=max(main.efa, *(i.efa for i in inits)),
-        cpu_m=max(main.cpu_m, *(i.cpu_m for i in inits)),
-        memory=max(main.memory, *(i.memory for i in inits)),
-    )
-
-
 def amount_of(resources: Resources, resource: str) -> int:
     """One governed resource of ``resources`` by its Kubernetes name (CPU in millicores)."""
     return {GPU: resources.gpu, EFA: resources.efa, CPU: resources.cpu_m, MEMORY: resources.memory}[resource]

@@ -30,6 +30,8 @@ class Snapshot:
     generated_at: float = 0.0  # when the content last changed (it is not rewritten otherwise)
     # how tight the running jobs were at the last full pass (domain/placement_quality.quality)
     placement: dict[str, Any] = field(default_factory=dict)
+    # the running jobs at the last full pass, with their GPUs per node (domain/fleet_map.running_jobs)
+    running: list[dict[str, Any]] = field(default_factory=list)
 
     def node_for_instance(self, instance_id: str) -> str | None:
         for node in self.nodes.values():
@@ -58,6 +60,7 @@ class Snapshot:
             "nodes": [n.to_json() for n in sorted(self.nodes.values(), key=lambda n: n.name)],
             "tree": tree.to_json(),
             "placement": self.placement,
+            "running": self.running,
         }
 
     @classmethod
@@ -80,4 +83,5 @@ class Snapshot:
         nodes = {n["name"]: NodeCapacity.from_json(n) for n in data.get("nodes") or []}
         absent = {i: float(t) for i, t in (data.get("absent") or {}).items()}
         placement = dict(data.get("placement") or {})
-        return cls(instances, absent, nodes, float(data.get("generated_at", 0.0)), placement)
+        running = list(data.get("running") or [])
+        return cls(instances, absent, nodes, float(data.get("generated_at", 0.0)), placement, running)

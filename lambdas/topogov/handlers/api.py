@@ -281,11 +281,18 @@ def get_team(team: Annotated[str, Path(max_length=63)]) -> dict[str, Any]:
 def topology(
     format: Annotated[str, Query(pattern="^(json|mermaid)$")] = "json",
     view: Annotated[str, Query(pattern="^(tree|capacity)$")] = "tree",
+    nodes: Annotated[
+        bool, Query(description="with view=capacity: every GPU node and the running jobs on it")
+    ] = False,
 ) -> Response[Any]:
-    caller()
+    who = caller()
+    if nodes and view != "capacity":
+        raise ValidationFailed("nodes", "is only for view=capacity")
     if view == "capacity":
+        view_doc = service().fleet_map(who) if nodes else service().capacity()
+        compact = (",", ":") if nodes else None  # 10,000 rows: no blank after each separator
         return Response(
-            status_code=200, content_type="application/json", body=json.dumps(service().capacity())
+            status_code=200, content_type="application/json", body=json.dumps(view_doc, separators=compact)
         )
     doc = service().topology(format)
     if isinstance(doc, str):  # format=mermaid

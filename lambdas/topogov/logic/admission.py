@@ -23,10 +23,10 @@ from topogov.domain.jobs import (
     Placement,
     complete_manifest,
     inspect_manifest,
+    manifest_namespace,
     render_job,
     requests_from,
 )
-from topogov.domain.labels import PRIORITY_LABEL
 from topogov.domain.placement import (
     CapacityIndex,
     KueuePick,
@@ -174,15 +174,8 @@ def decide(
 def _team_of(request: JobRequest | ManifestRequest, policy: Policy, caller_arn: str) -> str:
     """The team the job is for: asked, or the manifest's namespace's, or the caller's only one."""
     if isinstance(request, ManifestRequest):
-        meta = request.manifest.get("metadata") if isinstance(request.manifest, dict) else None
-        ns = meta.get("namespace") if isinstance(meta, dict) else None
-        return resolve_team(
-            policy,
-            caller_arn,
-            request.team,
-            ns if isinstance(ns, str) else None,
-            "manifest.metadata.namespace",
-        )
+        ns = manifest_namespace(request.manifest)
+        return resolve_team(policy, caller_arn, request.team, ns, "manifest.metadata.namespace")
     return resolve_team(policy, caller_arn, request.team, request.namespace)
 
 
@@ -195,7 +188,7 @@ def _shape_of(request: JobRequest | ManifestRequest, team: Team) -> tuple[JobSha
             )
         except ManifestProblem as exc:
             raise ValidationFailed(exc.field, exc.message) from None
-        asked_priority = ((request.manifest.get("metadata") or {}).get("labels") or {}).get(PRIORITY_LABEL)
+        asked_priority = shape.priority_class
         spec = request.topology
         if spec is not None and shape.placement is not None:
             raise ValidationFailed("topology", "the manifest already carries a topology annotation")

@@ -26,6 +26,8 @@ from topogov.domain.quantity import RESOURCE_ATTRS, Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse, WhatIfRequest
 from topogov.domain.tree import build_tree, to_mermaid
+from topogov.domain.views.batch import JobView, PodView
+from topogov.domain.views.workload import WorkloadView
 from topogov.logic.admission import decide
 from topogov.logic.ports import LedgerPort
 
@@ -40,14 +42,16 @@ class SnapshotSource(Protocol):
 
 
 class JobsPort(Protocol):
-    def create(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]: ...
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    """The team namespaces' Jobs, Workloads and Pods, read as views (``domain/views``)."""
+
+    def create(self, namespace: str, manifest: dict[str, Any]) -> JobView: ...
+    def get(self, namespace: str, name: str) -> JobView | None: ...
     def delete(self, namespace: str, name: str) -> bool: ...
-    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
-    def workloads(self, namespace: str) -> list[dict[str, Any]]: ...
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
-    def pods_of(self, namespace: str, job_uid: str) -> list[dict[str, Any]]: ...
-    def kueue_pods(self, namespace: str) -> list[dict[str, Any]]: ...
+    def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None: ...
+    def workloads(self, namespace: str) -> list[WorkloadView]: ...
+    def list_jobs(self, namespace: str) -> list[JobView]: ...
+    def pods_of(self, namespace: str, job_uid: str) -> list[PodView]: ...
+    def kueue_pods(self, namespace: str) -> list[PodView]: ...
     def admitted_usage(self, namespace: str) -> Resources: ...
 
 
@@ -83,6 +87,7 @@ class ApiService:
     monotonic: Callable[[], float] = time.monotonic
     _index: tuple[int, CapacityIndex, float] | None = None
     _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
+    _fleet_map: tuple[Snapshot, list[list[Any]], list[dict[str, Any]]] | None = None  # its node rows
     _model: tuple[int, Any] | None = None  # the Kueue model of one snapshot, its cluster kept
     _workloads: Any = None  # the Workloads last read for an estimate (logic/estimates.WorkloadCache)
     _snapshot_at: float = 0.0  # the indexed snapshot's generated_at (when its content last changed)
@@ -136,6 +141,23 @@ class ApiService:
             self._capacity = (snap, {"generated_at": snap.generated_at, **capacity_view(snap.nodes)})
         return self._capacity[1]
 
+    def fleet_map(self, caller: str) -> dict[str, Any]:
+        """The capacity view with the GPU nodes one by one and the running jobs on them
+        (domain/fleet_map.py), as ``caller`` may see them: other teams' jobs by team only unless
+        the caller is an admin. The rows are built once per snapshot; only the names are per caller."""
+        from topogov.domain.fleet_map import NODE_COLUMNS, node_rows, visible_jobs
+
+        view = self.capacity()
+        snap = self._snapshot()
+        if self._fleet_map is None or self._fleet_map[0] is not snap:
+            self._fleet_map = (snap, *node_rows(snap.nodes, snap.running))
+        _, rows, jobs = self._fleet_map
+        admin = self.policy.is_admin(caller)
+        mine = set(self.policy.teams_for_principal(caller))
+        team_of = {t.namespace: name for name, t in self.policy.teams.items()}
+        shown = visible_jobs(jobs, team_of=team_of, shows=lambda team: admin or team in mine)
+        return {**view, "node_columns": list(NODE_COLUMNS), "nodes": rows, "jobs": shown}
+
     # -- submit -----------------------------------------------------------------------------------
     def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
         adm = decide(request, caller_arn=caller, policy=self.policy, index=self.index)
@@ -154,7 +176,7 @@ class ApiService:
                 attr = next(a for a, n in RESOURCE_ATTRS.items() if n == line.resource)
                 line.in_flight_before = getattr(used, attr)
             return SubmitResponse(dry_run=True, created=False, decision=d, job=adm.manifest)
-        name = adm.manifest["metadata"]["name"]
+        name = adm.shape.name
         record = {
             "submitted_by": caller,
             "submitted_at": self.clock(),
@@ -181,9 +203,7 @@ class ApiService:
                 raise
             raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
         try:
-            confirmed = self.ledger.confirm(
-                d.team, name, {"job_uid": (created.get("metadata") or {}).get("uid", "")}
-            )
+            confirmed = self.ledger.confirm(d.team, name, {"job_uid": created.uid})
         except Unavailable:  # the ledger is unreachable: the Job exists and its charge is held
             confirmed = True  # the record stays `reserving`; the reconcile pass confirms it
         if not confirmed and (self.ledger.get(d.team, name) or {}).get("state") == "submitted":
@@ -195,7 +215,8 @@ class ApiService:
             raise Conflict(
                 f"job {name!r} was cancelled while it was being submitted", {"team": d.team, "name": name}
             )
-        return SubmitResponse(dry_run=False, created=True, decision=d, job=created)
+        # The created Job, whole, is the answer (the one reader of a JobView's raw body).
+        return SubmitResponse(dry_run=False, created=True, decision=d, job=dict(created.raw))
 
     def submit_once(
         self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool, key: str | None
@@ -275,10 +296,9 @@ class ApiService:
         workload = None
         placement = None
         if job is not None:
-            uid = (job.get("metadata") or {}).get("uid", "")
-            workload = self.jobs.workload_for(record["namespace"], uid)
-            if not (job.get("spec") or {}).get("suspend", False) or (job.get("status") or {}).get("active"):
-                pods = pods_from(self.jobs.pods_of(record["namespace"], uid))
+            workload = self.jobs.workload_for(record["namespace"], job.uid)
+            if not job.suspended or job.active:
+                pods = pods_from(self.jobs.pods_of(record["namespace"], job.uid))
                 asked = ((record.get("decision") or {}).get("topology") or {}).get("level")
                 placement = landing(pods, self._snapshot_nodes(), asked)
         status, why = _released_status(record, *job_status(job, workload))
@@ -309,7 +329,6 @@ class ApiService:
         have to finish or be preempted. One list of Kueue's pods per team namespace."""
         from topogov.domain.capacity import closest_domain
         from topogov.domain.placement_quality import job_pod
-        from topogov.domain.quantity import pod_requests
 
         decision = record.get("decision") or {}
         topo = decision.get("topology") or {}
@@ -320,7 +339,7 @@ class ApiService:
         running = []
         for t in self.policy.teams.values():
             for pod in self.jobs.kueue_pods(t.namespace):
-                found = job_pod(pod, pod_requests(pod).gpu)
+                found = job_pod(pod, pod.requests.gpu)
                 if found is not None:
                     running.append(found)
         priorities = {c.name: c.value for c in self.policy.priority_classes}
@@ -363,32 +382,32 @@ class ApiService:
 
         teams = [team] if team else self.visible_teams(caller)
         out = []
+        pending: list[tuple[str, str]] = []
         for t in teams:
             namespace = self._authorize(caller, t).namespace
             records = self.ledger.list(t)
             if not records:
                 continue
-            live = {j["metadata"]["name"]: j for j in self.jobs.list_jobs(namespace)}
-            by_uid = {
-                (w.get("metadata") or {}).get("labels", {}).get(WORKLOAD_JOB_UID_LABEL): w
-                for w in self.jobs.workloads(namespace)
-            }
-            pods_by_uid: dict[str, list[dict[str, Any]]] = {}
+            live = {j.name: j for j in self.jobs.list_jobs(namespace)}
+            by_uid = {w.labels.get(WORKLOAD_JOB_UID_LABEL): w for w in self.jobs.workloads(namespace)}
+            pods_by_uid: dict[str, list[PodView]] = {}
             for pod in self.jobs.kueue_pods(namespace):
-                uid = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_UID_LABEL)
-                pods_by_uid.setdefault(uid or "", []).append(pod)
+                pods_by_uid.setdefault(pod.labels.get(JOB_UID_LABEL) or "", []).append(pod)
             for r in records:
                 job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None
-                workload = by_uid.get((job or {}).get("metadata", {}).get("uid")) if job else None
-                status, _ = _released_status(r, *job_status(job, workload))
+                workload = by_uid.get(job.uid) if job else None
+                status, why = _released_status(r, *job_status(job, workload))
+                if status == "Pending":
+                    pending.append((t, r["name"]))
                 asked = ((r.get("decision") or {}).get("topology") or {}).get("level")
-                uid = (job or {}).get("metadata", {}).get("uid") if job else None
+                uid = job.uid if job else None
                 landed = landing(pods_from(pods_by_uid.get(uid or "-", [])), nodes, asked)
                 out.append(
                     {
                         "team": t,
                         "name": r["name"],
                         "status": status,
+                        "why_pending": why,
                         "state": r.get("state"),
                         "submitted_by": r.get("submitted_by"),
                         "submitted_at": r.get("submitted_at"),
@@ -399,7 +418,6 @@ class ApiService:
                         "inside_asked": landed["inside_asked"],
                     }
                 )
-        pending = [(j["team"], j["name"]) for j in out if j["status"] == "Pending"]
         if pending:
             etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0)
             for j in out:

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 from topogov.domain.kueue_model import PodSetAdmission, Workload
 from topogov.domain.kueue_model.convert import (
     admission_of,
-    condition,
     reserved_at,
     timestamp,
     workload_of,
@@ -30,6 +29,8 @@ from topogov.domain.kueue_model.convert import (
 from topogov.domain.policy import Policy
 from topogov.domain.submission import parse_duration
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.batch import JobView
+from topogov.domain.views.workload import WorkloadView
 from topogov.logic.whatif.forecast import (
     ASSUMES,
     Estimate,
@@ -50,8 +51,8 @@ class LedgerLister(Protocol):
 
 
 class ClusterLister(Protocol):
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
-    def workloads(self, namespace: str) -> list[dict[str, Any]]: ...
+    def list_jobs(self, namespace: str) -> list[JobView]: ...
+    def workloads(self, namespace: str) -> list[WorkloadView]: ...
 
 
 def epoch(stamp: str | None) -> float | None:
@@ -99,7 +100,7 @@ class Read:
     gpus: int = 0
 
 
-def read_workload(obj: Mapping[str, Any], local_queues: Mapping[str, str]) -> Read:
+def read_workload(obj: WorkloadView, local_queues: Mapping[str, str]) -> Read:
     state = workload_state(obj)
     if state == "finished":
         return Read(state, None)
@@ -109,8 +110,8 @@ def read_workload(obj: Mapping[str, Any], local_queues: Mapping[str, str]) -> Re
         return Read(state, None)  # not in one of the policy's queues: not Topogov's to forecast
     if state == "admitted":
         return Read(state, wl, admission_of(obj), reserved_at(obj), gpus=_gpus(wl))
-    reserved = condition(obj, "QuotaReserved") or {}
-    stopped = f"ClusterQueue {wl.cluster_queue} is inactive" in (reserved.get("message") or "")
+    reserved = obj.condition("QuotaReserved")
+    stopped = reserved is not None and f"ClusterQueue {wl.cluster_queue} is inactive" in reserved.message
     return Read(state, wl, stopped=stopped, gpus=_gpus(wl))
 
 
@@ -123,9 +124,8 @@ class WorkloadCache:
         self._read: dict[tuple[str, str], Read] = {}
         self._next: dict[tuple[str, str], Read] = {}
 
-    def read(self, obj: Mapping[str, Any], local_queues: Mapping[str, str]) -> Read:
-        meta = obj.get("metadata") or {}
-        key = (meta.get("uid") or "", meta.get("resourceVersion") or "")
+    def read(self, obj: WorkloadView, local_queues: Mapping[str, str]) -> Read:
+        key = (obj.uid, obj.resource_version)
         if not all(key):
             return read_workload(obj, local_queues)
         known = self._read.get(key) or self._next.get(key) or read_workload(obj, local_queues)
@@ -156,17 +156,17 @@ def read_state(
                 d = r.get("decision") or {}
                 gpus = int(d.get("pods") or 0) * int((r.get("shape") or {}).get("per_pod_gpu") or 0)
                 observed.setdefault(gpus, []).append(float(r["ran_s"]))
-        jobs = {(j.get("metadata") or {}).get("uid"): j for j in cluster.list_jobs(team.namespace)}
+        jobs = {j.uid: j for j in cluster.list_jobs(team.namespace)}
         for obj in cluster.workloads(team.namespace):
             read = cache.read(obj, model.local_queues)
             wl = read.workload
             if wl is None:
                 continue
-            job = jobs.get(wl.job_uid) or {}
-            job_name = (job.get("metadata") or {}).get("name", "")
+            job = jobs.get(wl.job_uid)
+            job_name = job.name if job else ""
             record = records.get(job_name) or {}
             declared = ((record.get("request") or {}).get("expected_duration")) if record else None
-            deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+            deadline = job.active_deadline_s if job else None
             expected = expected_from(
                 None if declared is None else float(_seconds(declared)),
                 None if deadline is None else float(deadline),
@@ -174,7 +174,7 @@ def read_state(
                 read.gpus,
             )
             # a Workload whose Job is gone (deleted, its Workload not yet collected) is named itself
-            owners[wl.name] = Owner(team_name, job_name or f"(Workload {obj['metadata']['name']})", expected)
+            owners[wl.name] = Owner(team_name, job_name or f"(Workload {obj.name})", expected)
             if read.state == "admitted":
                 running.append(Running(wl, read.admission, read.reserved_at, expected))
             else:

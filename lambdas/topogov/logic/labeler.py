@@ -36,11 +36,12 @@ from topogov.domain.labels import (
     label_patch,
     stale_layer_patch,
 )
-from topogov.domain.nodes import NodeKind, NodeView
+from topogov.domain.nodes import NodeKind
 from topogov.domain.placement_quality import JobPod
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.nodes import NodeView
 from topogov.logic.ports import Counters
 
 
@@ -87,8 +88,8 @@ class PatchOutcomeLike(Protocol):
 class NodeStore(Protocol):
     @property
     def counters(self) -> Counters: ...
-    def list_nodes(self) -> list[dict[str, Any]]: ...
-    def get_node(self, name: str) -> dict[str, Any] | None: ...
+    def list_nodes(self) -> list[NodeView]: ...
+    def get_node(self, name: str) -> NodeView | None: ...
     def patch_labels(self, name: str, patch: Mapping[str, str | None]) -> PatchOutcomeLike: ...
     def scan_pods(self) -> tuple[dict[str, Resources], list[JobPod]]: ...
 
@@ -216,7 +217,10 @@ class Labeler:
         reads0, writes0 = self._nodes.counters.reads, self._nodes.counters.writes
         summary = PassSummary(mode="full" if options.targeted_instance_ids is None else "targeted")
         snapshot = self._load_snapshot(summary)
-        before = (dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement)
+        before = (
+            dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement,
+            snapshot.running,
+        )  # fmt: skip
         work = _Pass(options, summary, snapshot)
         self._select_nodes(work)
         self._learn_topology(work)
@@ -236,7 +240,7 @@ class Labeler:
         """The nodes of the pass (all, or those of the targeted instances) and which are EC2's."""
         options, skips = work.options, work.skips
         if options.targeted_instance_ids is None:
-            work.views = [NodeView.from_api(o) for o in self._nodes.list_nodes()]
+            work.views = self._nodes.list_nodes()
         else:
             work.views, not_registered = self._targeted_views(options.targeted_instance_ids, work.snapshot)
             if not_registered:
@@ -405,14 +409,16 @@ class Labeler:
         snapshot.instances = {i: t for i, t in snapshot.instances.items() if i in live}
         snapshot.absent = {i: t for i, t in snapshot.absent.items() if i in live}
         if self.last_pods is not None:
+            from topogov.domain.fleet_map import running_jobs
             from topogov.domain.placement_quality import quality
 
             snapshot.placement = quality(self.last_pods, snapshot.nodes, self.team_of)
+            snapshot.running = running_jobs(self.last_pods)
 
     def _save_if_changed(self, work: _Pass, before: tuple[Any, ...]) -> None:
         """Written only when its content changed: no write without drift, here as on the nodes."""
         snapshot, summary = work.snapshot, work.summary
-        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement)
+        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement, snapshot.running)
         if current == before and snapshot.generated_at:
             return
         snapshot.generated_at = self._wall()
@@ -462,16 +468,15 @@ class Labeler:
         wanted: set[str] = set()
         for iid in instance_ids:
             name = snapshot.node_for_instance(iid)
-            obj = self._nodes.get_node(name) if name else None
-            if obj is not None and NodeView.from_api(obj).ref.instance_id == iid:
-                views.append(NodeView.from_api(obj))
+            node = self._nodes.get_node(name) if name else None
+            if node is not None and node.ref.instance_id == iid:
+                views.append(node)
             else:
                 missing.append(iid)
         if missing:
             # Not in the snapshot (new instance): one list finds it if it has registered.
             wanted = set(missing)
-            for obj in self._nodes.list_nodes():
-                view = NodeView.from_api(obj)
+            for view in self._nodes.list_nodes():
                 if view.ref.instance_id in wanted:
                     views.append(view)
                     wanted.discard(view.ref.instance_id)

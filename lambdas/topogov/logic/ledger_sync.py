@@ -26,23 +26,26 @@ from typing import Any, Protocol
 from topogov.domain.jobs import job_status
 from topogov.domain.labels import MANAGED_BY_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 from topogov.domain.policy import Policy
+from topogov.domain.views.batch import JobView
+from topogov.domain.views.workload import WorkloadView
 from topogov.logic.ports import LedgerPort
 
 STALE_RESERVATION_S = 300
 
 
 class JobLister(Protocol):
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]: ...
+    def list_jobs(self, namespace: str) -> list[JobView]: ...
     def delete(self, namespace: str, name: str) -> bool: ...
-    def workload_for(self, namespace: str, job_uid: str) -> dict[str, Any] | None: ...
+    def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None: ...
     def relax_topology(self, namespace: str, name: str, level: str) -> str: ...
 
 
-def run_seconds(job: dict[str, Any] | None) -> float | None:
+def run_seconds(job: JobView | None) -> float | None:
     """How long a finished Job ran: ``status.startTime`` to ``status.completionTime`` (batch/v1; the
     start is when the Job controller first saw it unsuspended), or None when either is missing."""
-    status = (job or {}).get("status") or {}
-    start, end = status.get("startTime"), status.get("completionTime")
+    if job is None:
+        return None
+    start, end = job.start_time, job.completion_time
     if not start or not end:
         return None
     seconds = (_parse(end) - _parse(start)).total_seconds()
@@ -87,7 +90,7 @@ def _stamp(t: dt.datetime) -> str:
 def fall_back(
     team: str,
     record: dict[str, Any],
-    job: dict[str, Any],
+    job: JobView,
     ledger: LedgerPort,
     jobs: JobLister,
     now: dt.datetime,
@@ -100,13 +103,13 @@ def fall_back(
     waited = _age_s(record.get("submitted_at"), now)
     if waited == float("inf") or waited < after:
         return False
-    annotations = ((job.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations") or {}
+    annotations = job.template_annotations
     # A preferred annotation: switched by an earlier pass that could not record it (its Workload is
     # switched again if that pass stopped between the two patches).
     level = annotations.get(REQUIRED_ANNOTATION) or annotations.get(PREFERRED_ANNOTATION)
     if level is None:
         return False  # neither: changed by someone else, nothing to relax
-    workload = jobs.workload_for(record["namespace"], (job.get("metadata") or {}).get("uid", ""))
+    workload = jobs.workload_for(record["namespace"], job.uid)
     status, why = job_status(job, workload)
     if status != "Pending":
         return False
@@ -139,7 +142,7 @@ def sync_ledger(
 ) -> SyncSummary:
     summary = SyncSummary()
     for team_name, team in sorted(policy.teams.items()):
-        in_cluster = {j["metadata"]["name"]: j for j in jobs.list_jobs(team.namespace)}
+        in_cluster = {j.name: j for j in jobs.list_jobs(team.namespace)}
         records = ledger.list(team_name)
         known = {r["name"] for r in records}
         for record in records:
@@ -157,8 +160,7 @@ def sync_ledger(
             if record.get("state") == "reserving":
                 if job is not None:
                     # The Job was created but the API could not confirm the record: confirm it now.
-                    uid = (job.get("metadata") or {}).get("uid", "")
-                    summary.confirmed += ledger.confirm(team_name, record["name"], {"job_uid": uid})
+                    summary.confirmed += ledger.confirm(team_name, record["name"], {"job_uid": job.uid})
                 elif _age_s(record.get("submitted_at"), now()) >= stale_after_s:
                     summary.released_abandoned += ledger.release(team_name, record["name"], "abandoned")
                     continue
@@ -175,8 +177,7 @@ def sync_ledger(
                 summary.released_finished += ledger.release(team_name, record["name"], status.lower(), ran)
         for name in sorted(set(in_cluster) - known):
             job = in_cluster[name]
-            labels = (job.get("metadata") or {}).get("labels") or {}
-            if labels.get(MANAGED_BY_LABEL) == "topogov" and ledger.get(team_name, name) is None:
+            if job.labels.get(MANAGED_BY_LABEL) == "topogov" and ledger.get(team_name, name) is None:
                 # The API's own Job with no record: a submission that failed (its create timed out,
                 # was rolled back, and landed late). Never charged: remove it, started or not (Kueue
                 # admits a late create within a second; it must not run uncharged). The record is

@@ -15,8 +15,9 @@ chase one update's path through several files. The sections below are its table 
    endpoint stands for S3's regional endpoint, so a URL on it is path-style.
 2. **Properties moto's models drop.** ``AWS::DynamoDB::Table``: ``TimeToLiveSpecification``,
    ``PointInTimeRecoverySpecification``; ``AWS::S3::Bucket``: ``PublicAccessBlockConfiguration``,
-   ``VersioningConfiguration``, ``LifecycleConfiguration`` (the resource reference pages of each type
-   list them as properties CloudFormation applies on create and update without interruption).
+   ``VersioningConfiguration``, ``LifecycleConfiguration``; ``AWS::ApiGateway::RestApi``:
+   ``MinimumCompressionSize`` (the resource reference pages of each type list them as properties
+   CloudFormation applies on create and update without interruption).
 3. **Resource types moto does not create** (it skips them with a warning, so nothing exists behind
    them): ``AWS::S3::BucketPolicy``, ``AWS::SQS::QueuePolicy``, ``AWS::SNS::TopicPolicy``,
    ``AWS::EKS::AccessEntry`` (kept in :mod:`topogov_local.aws.eks`, read by the local EKS
@@ -123,12 +124,24 @@ REPLACEMENT_PROPERTIES: dict[str, frozenset[str]] = {
     "AWS::Logs::LogGroup": frozenset({"LogGroupName"}),
     "AWS::S3::Bucket": frozenset({"BucketName", "ObjectLockEnabled", "BucketNamespace", "BucketNamePrefix"}),
     "AWS::S3::BucketPolicy": frozenset({"Bucket"}),
+    "AWS::SageMaker::ClusterSchedulerConfig": frozenset({"Name", "ClusterArn"}),
+    "AWS::SageMaker::ComputeQuota": frozenset({"Name", "ClusterArn"}),
     "AWS::SNS::Subscription": frozenset({"Endpoint", "Protocol", "TopicArn"}),
     "AWS::SNS::Topic": frozenset({"FifoTopic", "TopicName"}),
     "AWS::SNS::TopicPolicy": frozenset(),
     "AWS::SQS::Queue": frozenset({"FifoQueue", "QueueName"}),
     "AWS::SQS::QueuePolicy": frozenset(),
 }
+
+# Properties inside a property that replace the resource when they change (the registry schema's
+# ``createOnlyProperties`` below the top level; the CDK CLI's specification marks them
+# ``causesReplacement`` on the property type): ComputeQuotaTarget.TeamName.
+NESTED_REPLACEMENT_PROPERTIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "AWS::SageMaker::ComputeQuota": (("ComputeQuotaTarget", "TeamName"),),
+}
+# Types whose registry schema says ``replacementStrategy: delete_then_create``: the old resource is
+# deleted before its replacement is created (its name must be free), not in the cleanup phase.
+DELETE_THEN_CREATE = frozenset({"AWS::SageMaker::ComputeQuota"})
 
 LAST_UPDATES: dict[str, dict[str, Any]] = {}
 _installed = False
@@ -210,6 +223,11 @@ def plan_update(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         props = REPLACEMENT_PROPERTIES.get(new[n]["Type"], frozenset())
         o, p = old[n].get("Properties") or {}, new[n].get("Properties") or {}
         changed = sorted(k for k in props if o.get(k) != p.get(k))
+        changed += [
+            f"{outer}.{inner}"
+            for outer, inner in NESTED_REPLACEMENT_PROPERTIES.get(new[n]["Type"], ())
+            if (o.get(outer) or {}).get(inner) != (p.get(outer) or {}).get(inner)
+        ]
         if changed:
             replace[n], causes[n] = "True", changed
     # A resource whose replacement property refers to a replaced resource is replaced too (its value
@@ -336,6 +354,9 @@ def _resource_map_update(
 
     for n in plan["replace"]:
         self._parsed_resources.pop(n, None)
+    for n in sorted(plan["replace"]):  # delete_then_create: the old one goes first
+        if new_json[n]["Type"] in DELETE_THEN_CREATE and old_objects.get(n) is not None:
+            self._delete_resource(old_objects.pop(n), old_json[n])
     for n in plan["remove"]:
         self._parsed_resources.pop(n, None)
     pending_create = [*plan["add"], *sorted(plan["replace"])]
@@ -434,12 +455,26 @@ _EKS_STATUS = {
 }
 
 
+# A JSON-protocol service's error codes (moto's ServiceException: ``code`` is the code, not a status;
+# the models give SageMaker's errors no status of their own, so 400, a client error) and the handler
+# error code a resource handler reports for each (the CloudFormation CLI's HandlerErrorCode).
+_HANDLER_ERROR_OF_CODE = {
+    "ValidationException": "InvalidRequest",
+    "SerializationException": "InvalidRequest",
+    "ConflictException": "ResourceConflict",
+    "ResourceLimitExceeded": "ServiceLimitExceeded",
+    "ResourceNotFound": "NotFound",
+}
+
+
 def refusal_of(exc: BaseException) -> tuple[str, int]:
     """``(message, HTTP status)`` of a service's refusal raised inside moto."""
     from topogov_local.aws import eks as moto_eks
 
     if isinstance(exc, moto_eks.EksError):
         return str(exc), _EKS_STATUS.get(exc.code, 400)
+    if isinstance(getattr(exc, "code", None), str) and getattr(exc, "code", "") in _HANDLER_ERROR_OF_CODE:
+        return str(getattr(exc, "message", "") or exc), 400
     description = getattr(exc, "description", None)
     message = getattr(exc, "message", None)
     if not message and isinstance(description, str):
@@ -457,10 +492,11 @@ def handler_reason(kind: str, exc: BaseException) -> str:
 
     message, status = refusal_of(exc)
     service = _SERVICE_OF.get(kind.split("::")[1], kind.split("::")[1]) if kind.count("::") == 2 else kind
+    code = _HANDLER_ERROR_OF_CODE.get(str(getattr(exc, "code", "")))
     return (
         f'Resource handler returned message: "{message} (Service: {service}, Status Code: {status}, '
         f'Request ID: {uuid.uuid4()})" (RequestToken: {uuid.uuid4()}, '
-        f"HandlerErrorCode: {_HANDLER_ERROR.get(status, 'GeneralServiceException')})"
+        f"HandlerErrorCode: {code or _HANDLER_ERROR.get(status, 'GeneralServiceException')})"
     )
 
 
@@ -504,10 +540,16 @@ def _resource_event(stack: Any, logical_id: str, kind: str, status: str, reason:
 def roll_back(
     stack: Any, kind: str, failure: ResourceFailed, previous_template: dict[str, Any] | None
 ) -> None:
-    """Rule 8: the failed resource's event, then the stack back to where it was."""
-    verb = "create" if kind == "CREATE" else "update"
+    """Rule 8: the failed resource's event, then the stack back to where it was. A resource an update
+    adds fails to *create* (CREATE_FAILED, "failed to create"), one it changes to update."""
+    added = kind == "UPDATE" and failure.logical_id not in ((previous_template or {}).get("Resources") or {})
+    verb = "create" if kind == "CREATE" or added else "update"
     _resource_event(
-        stack, failure.logical_id, failure.kind, f"{kind}_FAILED", handler_reason(failure.kind, failure.cause)
+        stack,
+        failure.logical_id,
+        failure.kind,
+        f"{verb.upper()}_FAILED",
+        handler_reason(failure.kind, failure.cause),
     )
     prefix = "ROLLBACK" if kind == "CREATE" else "UPDATE_ROLLBACK"
     stack._add_stack_event(
@@ -621,6 +663,13 @@ def _method_extras(resource: Any, props: dict[str, Any], account_id: str, region
         resource.request_parameters = {k: _bool(v) for k, v in props["RequestParameters"].items()}
 
 
+def _rest_api_extras(resource: Any, props: dict[str, Any], account_id: str, region: str) -> None:
+    """``AWS::ApiGateway::RestApi``'s ``MinimumCompressionSize``, as GetRestApi reports it (absent:
+    compression off, AWS::ApiGateway::RestApi reference page)."""
+    size = props.get("MinimumCompressionSize")
+    resource.minimum_compression_size = None if size is None else int(size)
+
+
 def _wrap_create(cls: Any, extras: Any, by_object: bool = False) -> None:
     """Apply ``extras`` after moto's create of ``cls``: with the physical name, or the resource object
     itself when ``by_object``."""
@@ -671,6 +720,12 @@ def _log_group_in_place(original: Any, resolved: dict[str, Any], account_id: str
     return original
 
 
+def _rest_api_in_place(original: Any, resolved: dict[str, Any], account_id: str, region: str) -> Any:
+    """A RestApi keeps its id; of its properties, what the local API Gateway reads is applied."""
+    _rest_api_extras(original, resolved["Properties"], account_id, region)
+    return original
+
+
 def _rule_in_place(original: Any, resolved: dict[str, Any], account_id: str, region: str) -> Any:
     """An EventBridge rule keeps its name (physical id): moto deletes and re-creates it under it."""
     from moto.events.models import Rule
@@ -683,6 +738,7 @@ _IN_PLACE: dict[str, Any] = {
     "AWS::S3::Bucket": _bucket_in_place,
     "AWS::Logs::LogGroup": _log_group_in_place,
     "AWS::Events::Rule": _rule_in_place,
+    "AWS::ApiGateway::RestApi": _rest_api_in_place,
 }
 
 
@@ -776,6 +832,7 @@ def _models() -> list[type]:
         *_eks_and_alarm_models(CloudFormationModel),
         *_api_gateway_models(CloudFormationModel),
         *_lambda_models(CloudFormationModel),
+        *_sagemaker_models(CloudFormationModel),
     ]
 
 
@@ -1133,6 +1190,83 @@ def _lambda_models(model: Any) -> list[type]:
 _MODELS: list[type] = []
 
 
+def _sagemaker_models(model: Any) -> list[type]:
+    """HyperPod task governance's policy: ``AWS::SageMaker::ComputeQuota`` and
+    ``AWS::SageMaker::ClusterSchedulerConfig`` (registry schemas bundled with cfn-lint). Each is
+    created, updated and deleted through the emulator's SageMaker API (:mod:`topogov_local.aws.sagemaker`),
+    so the API's refusals fail the resource: the handler's create is Create<Type>; an update in
+    place is Update<Type> with ``TargetVersion`` = the current version (the handler reads it first);
+    Name, ClusterArn and ComputeQuotaTarget.TeamName replace (createOnlyProperties), a ComputeQuota's
+    old one deleted first (``delete_then_create``). Ref is the ARN (the primaryIdentifier); GetAtt
+    gives the id, version, status and times."""
+    from topogov_local.aws import sagemaker
+
+    class _Governance(_Base):
+        KIND = ""
+        FIELDS: tuple[str, ...] = ()
+
+        @classmethod
+        def create_from_cloudformation_json(
+            cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kw: Any
+        ) -> Any:
+            props = cloudformation_json.get("Properties") or {}
+            request = {k: props[k] for k in (*cls.FIELDS, "Tags") if k in props}
+            made = sagemaker.create(account_id, region_name, cls.KIND, request)
+            arn = next(v for k, v in made.items() if k.endswith("Arn"))
+            return cls(arn, props, account_id, region_name)
+
+        @classmethod
+        def update_from_cloudformation_json(
+            cls,
+            original_resource: Any,
+            new_resource_name: str,
+            cloudformation_json: Any,
+            account_id: str,
+            region_name: str,
+        ) -> Any:
+            props = cloudformation_json.get("Properties") or {}
+            current = original_resource.describe()
+            prefix = sagemaker.PREFIX[cls.KIND]
+            request = {k: props[k] for k in cls.FIELDS if k in props and k not in ("Name", "ClusterArn")}
+            request |= {f"{prefix}Id": current[f"{prefix}Id"], "TargetVersion": current[f"{prefix}Version"]}
+            sagemaker.update(account_id, region_name, cls.KIND, request)
+            original_resource.props = props
+            return original_resource
+
+        @property
+        def resource_id(self) -> str:
+            return self.physical_resource_id.rsplit("/", 1)[-1]
+
+        def describe(self) -> dict[str, Any]:
+            key = f"{sagemaker.PREFIX[self.KIND]}Id"
+            return sagemaker.describe(self.account_id, self.region, self.KIND, {key: self.resource_id})
+
+        def get_cfn_attribute(self, attribute_name: str) -> Any:
+            import datetime as dt
+
+            value = self.describe().get(attribute_name)
+            return value.isoformat() if isinstance(value, dt.datetime) else value
+
+        def unapply(self) -> None:
+            import contextlib
+
+            key = f"{sagemaker.PREFIX[self.KIND]}Id"
+            with contextlib.suppress(Exception):  # already gone (deleted by hand): nothing to do
+                sagemaker.delete(self.account_id, self.region, self.KIND, {key: self.resource_id})
+
+    class ComputeQuota(_Governance, model):
+        cloudformation_type = _typed("AWS::SageMaker::ComputeQuota")
+        KIND = sagemaker.QUOTA
+        FIELDS = sagemaker.FIELDS[sagemaker.QUOTA]
+
+    class ClusterSchedulerConfig(_Governance, model):
+        cloudformation_type = _typed("AWS::SageMaker::ClusterSchedulerConfig")
+        KIND = sagemaker.CONFIG
+        FIELDS = sagemaker.FIELDS[sagemaker.CONFIG]
+
+    return [ComputeQuota, ClusterSchedulerConfig]
+
+
 def _patch_lambda_version() -> None:
     """``AWS::Lambda::Version``: Ref is the version's ARN, ``GetAtt Version`` its number; deleting
     the resource deletes the version (moto kept neither)."""
@@ -1228,11 +1362,12 @@ def _install_templates_and_models() -> None:
 
     _wrap_create(Table, _table_extras)
     _wrap_create(FakeBucket, _bucket_extras)
-    from moto.apigateway.models import Method
+    from moto.apigateway.models import Method, RestAPI
     from moto.awslambda.models import LambdaFunction
 
     _wrap_create(LambdaFunction, _function_extras, by_object=True)
     _wrap_create(Method, _method_extras, by_object=True)
+    _wrap_create(RestAPI, _rest_api_extras, by_object=True)
 
 
 def _install_function_updates() -> None:

@@ -7,12 +7,15 @@ Installs the project's extensions of moto — :mod:`topogov_local.ec2_topology`
 destroy`` need: template URLs, the resource types and properties moto skips, updates that replace
 only what CloudFormation replaces), :mod:`topogov_local.aws.iam` (IAM enforcement against each
 request's real resource ARN, with a record of every decision), :mod:`topogov_local.aws.eks`
-(access entries, a cluster's real endpoint) and :mod:`topogov_local.aws.lambdas` (the account's
-concurrency limit and what a reservation may leave unreserved) — and serves moto in server mode plus
-the control routes: ``/_topogov/ec2/`` (see :func:`topogov_local.ec2_topology.handle_control_request`),
+(access entries, a cluster's real endpoint), :mod:`topogov_local.aws.lambdas` (the account's
+concurrency limit and what a reservation may leave unreserved) and :mod:`topogov_local.aws.sagemaker`
+(HyperPod task governance's ComputeQuota and ClusterSchedulerConfig APIs) — and serves moto in
+server mode plus the control routes: ``/_topogov/ec2/`` (see
+:func:`topogov_local.ec2_topology.handle_control_request`),
 DynamoDB fault injection under ``/_topogov/dynamodb/faults`` (see :class:`DynamoFaults`),
 ``/_topogov/iam/decisions``, ``/_topogov/sts/presigned-caller-identity``, ``/_topogov/eks/...``,
-``/_topogov/lambda/account`` (see :mod:`topogov_local.aws.lambdas`) and
+``/_topogov/lambda/account`` (see :mod:`topogov_local.aws.lambdas`), ``/_topogov/sagemaker/limits``
+(see :mod:`topogov_local.aws.sagemaker`) and
 ``/_topogov/cloudformation/updates``. Prints ``ready <url>`` on one line to stdout and runs until
 SIGINT/SIGTERM (exit status 0). ``--port 0`` picks a free port; the ``ready`` line carries the real one.
 
@@ -43,6 +46,7 @@ from topogov_local.aws import cloudformation as moto_cloudformation
 from topogov_local.aws import eks as moto_eks
 from topogov_local.aws import iam as moto_iam
 from topogov_local.aws import lambdas as moto_lambda
+from topogov_local.aws import sagemaker as moto_sagemaker
 
 __all__ = ["ControlMiddleware", "RunningServer", "build_app", "main", "start_in_thread"]
 
@@ -57,6 +61,7 @@ EXTENSION_PREFIXES = (
     moto_eks.CONTROL_PREFIX,
     CLOUDFORMATION_UPDATES,
     moto_lambda.CONTROL_ACCOUNT,
+    moto_sagemaker.CONTROL_LIMITS,
 )
 DEFAULT_ACCOUNT = "123456789012"  # moto's default account
 DEFAULT_REGION = "us-east-1"
@@ -216,6 +221,12 @@ class ControlMiddleware:
             except ValueError:
                 spec = None
             status, payload = moto_lambda.handle_control_request(method, path, spec)
+        elif path.startswith(moto_sagemaker.CONTROL_LIMITS):
+            try:
+                spec = json.loads(body or b"null")
+            except ValueError:
+                spec = None
+            status, payload = moto_sagemaker.handle_control_request(method, path, spec)
         else:
             status, payload = moto_iam.handle_control_request(method, path, body)
         data = json.dumps(payload, default=str).encode()
@@ -258,6 +269,7 @@ def build_app() -> ControlMiddleware:
     moto_iam.install()
     moto_lambda.install()
     moto_eks.install()
+    moto_sagemaker.install()
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
     app = DomainDispatcherApplication(create_backend_app)

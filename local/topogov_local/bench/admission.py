@@ -13,7 +13,9 @@ Three measurements, printed as one table (or one JSON object per row with ``--js
    withinClusterQueue LowerPriority; 500 workloads per queue on the generator's creation intervals
    and run times, 15,000 in all), replayed on a virtual clock. Printed: the model's CPU time, cycles
    and the simulated span, beside the 401.5 s mean wall time of Kueue's own run (``configs/tas/
-   rangespec.yaml``, ``cmd.maxWallMs`` comment: "401472 / 5737 / 1.43%", 10 CI runs). The
+   rangespec.yaml``, ``cmd.maxWallMs`` comment: "401472 / 5737 / 1.43%", 10 CI runs); then again
+   with a running Kueue's costs on the clock (:mod:`.kueue_timing`; ``topogov bench kueue-perf``
+   puts it beside Kueue's own run of the shape). The
    ``balanced`` classes (slice-only requests, balanced placement: out of the model's scope) are
    replayed as ``preferred`` rack.
 3. **The real Kueue** in the local cluster (:class:`~topogov_local.cluster.controlplane.ControlPlane`:
@@ -39,6 +41,7 @@ from typing import Any
 
 from topogov_cli.common import EXIT_OK
 from topogov_cli.render import table
+from topogov_local.bench.kueue_timing import KueueClock, Timing
 
 GPU, EFA = "nvidia.com/gpu", "vpc.amazonaws.com/efa"
 LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3))
@@ -194,10 +197,13 @@ def bench_cycles(nodes: int, pending: int, seed: int = 1) -> list[dict[str, Any]
     return [{"nodes": nodes, "pending": pending, "what": what, "p50_ms": p50, "p99_ms": p99}]
 
 
-def bench_kueue_perf_shape() -> dict[str, Any]:
-    """Kueue's TAS performance-test shape on the model, on a virtual clock (see the module docstring)."""
+def bench_kueue_perf_shape(timing: Timing | None = None) -> dict[str, Any]:
+    """Kueue's TAS performance-test shape on the model, on a virtual clock (see the module docstring):
+    cycles that take no time, or with ``timing`` those of a running Kueue (:mod:`.kueue_timing`)."""
     cluster, events, runtime, klass = _perf_shape()
-    return _replay_perf_shape(cluster, events, runtime, klass)
+    if timing is None:
+        return _replay_perf_shape(cluster, events, runtime, klass)
+    return _replay_timed(cluster, events, runtime, klass, KueueClock(timing))
 
 
 def _perf_shape() -> tuple[Any, list[tuple[float, int, str, Any]], dict[str, float], dict[str, str]]:
@@ -317,6 +323,72 @@ def _replay_perf_shape(
         "cycles": cycles,
         "preempted": preempted,
         "admitted": sum(len(v) for v in waits.values()),
+        "simulated_span_s": round(now, 1),
+        "kueue_wall_s": KUEUE_TAS_WALL_S,
+        "mean_wait_s": {k: round(statistics.mean(v), 1) for k, v in sorted(waits.items())},
+    }
+
+
+def _replay_timed(
+    cluster: Any,
+    events: list[tuple[float, int, str, Any]],
+    runtime: dict[str, float],
+    klass: dict[str, str],
+    clock: KueueClock,
+) -> dict[str, Any]:
+    """The events replayed one cycle at a time on ``clock``: a cycle begins when the last ended (or
+    when a head arrives), an admission counts from when it is written, as upstream's runner sees
+    it, and its run time from then too; Kueue sees the runner's finish one write and watch later."""
+    import heapq
+
+    seq = len(events)
+    created_at = {wl.name: t for t, _, kind, wl in events if kind == "submit"}
+    waits: dict[str, list[float]] = {}
+    runs: dict[str, int] = {}
+    cycles = preempted = 0
+    now = 0.0
+    after_finish = clock.timing.request_s + clock.timing.watch_s
+    cpu0 = time.process_time()
+    while True:
+        while events and events[0][0] <= now:
+            _, _, kind, arg = heapq.heappop(events)
+            if kind == "submit":
+                cluster.submit(arg)
+            elif runs.get(arg[0]) == arg[1]:
+                cluster.finish(arg[0], now)
+        cluster.fire_requeues(now)
+        if not cluster.has_heads():
+            due = cluster.next_requeue()
+            upcoming = min(events[0][0] if events else float("inf"), due if due is not None else float("inf"))
+            if upcoming == float("inf"):
+                break
+            now = max(now, upcoming)
+            continue
+        result = cluster.cycle(now)
+        cycles += 1
+        preempted += len(result.evicted)
+        for ev in result.evicted:
+            runs[ev.name] = runs.get(ev.name, 0) + 1
+        end, seen = clock.cycle(
+            now,
+            [a.name for a in result.admitted],
+            [e.name for e in result.evicted],
+            [(p.name, p.message) for p in result.pending],
+        )
+        for adm in result.admitted:
+            runs[adm.name] = runs.get(adm.name, 0) + 1
+            waits.setdefault(klass[adm.name], []).append(seen[adm.name] - created_at[adm.name])
+            finish = seen[adm.name] + runtime[adm.name] + after_finish
+            heapq.heappush(events, (finish, seq, "finish", (adm.name, runs[adm.name])))
+            seq += 1
+        now = end
+    return {
+        "what": "Kueue TAS perf shape (640 nodes, 30 ClusterQueues, 15,000 workloads), timed",
+        "model_cpu_s": round(time.process_time() - cpu0, 1),
+        "cycles": cycles,
+        "preempted": preempted,
+        "admitted": sum(len(v) for v in waits.values()),
+        "workload_writes": clock.workloads.granted,
         "simulated_span_s": round(now, 1),
         "kueue_wall_s": KUEUE_TAS_WALL_S,
         "mean_wait_s": {k: round(statistics.mean(v), 1) for k, v in sorted(waits.items())},
@@ -522,8 +594,10 @@ def run_admission(args: argparse.Namespace) -> int:
             }
         )
     perf = bench_kueue_perf_shape()
+    timed = bench_kueue_perf_shape(Timing())
     if quiet:
         print(json.dumps(perf))
+        print(json.dumps(timed))
         return EXIT_OK
     print()
     cols = ["nodes", "pending", "what", "p50_ms", "p99_ms"]
@@ -545,6 +619,14 @@ def run_admission(args: argparse.Namespace) -> int:
         "(configs/tas/rangespec.yaml, mean of 10 CI runs)"
     )
     print("  mean wait to admission, s      " + ", ".join(f"{k} {v}" for k, v in perf["mean_wait_s"].items()))
+    print("and timed as a running Kueue (bench/kueue_timing.py; topogov bench kueue-perf compares):")
+    print(
+        f"  model CPU time                 {timed['model_cpu_s']} s ({timed['cycles']} cycles, "
+        f"{timed['workload_writes']} Workload writes at {Timing().qps:g}/s)"
+    )
+    print(f"  simulated span                 {timed['simulated_span_s']} s")
+    waits = ", ".join(f"{k} {v}" for k, v in timed["mean_wait_s"].items())
+    print(f"  mean wait to admission, s      {waits}")
     worst = max(
         (r["p50_ms"] for r in rows if r["what"].startswith("one placement") and r["nodes"] >= 10_000),
         default=None,

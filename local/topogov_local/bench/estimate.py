@@ -124,14 +124,20 @@ class Ports:
 
 
 class _Jobs:
+    """The Jobs and Workloads as the adapter answers them: views made from the JSON on each call."""
+
     def __init__(self, ports: Ports) -> None:
         self.ports = ports
 
-    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
-        return self.ports.list_jobs(namespace)
+    def list_jobs(self, namespace: str) -> list[Any]:
+        from topogov.domain.views.batch import JobView
 
-    def workloads(self, namespace: str) -> list[dict[str, Any]]:
-        return self.ports.workloads_of(namespace)
+        return [JobView.from_api(j) for j in self.ports.list_jobs(namespace)]
+
+    def workloads(self, namespace: str) -> list[Any]:
+        from topogov.domain.views.workload import WorkloadView
+
+        return [WorkloadView.from_api(w) for w in self.ports.workloads_of(namespace)]
 
 
 def build(

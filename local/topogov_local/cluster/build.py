@@ -82,6 +82,13 @@ TOOLS = (
     ),
     Tool("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", "-s -w"),
 )
+# Kueue's own scheduler performance test (``test/performance/scheduler``), for ``topogov bench
+# kueue-perf``; the Kueue pins already cover their imports. Built only when asked for, and not part
+# of the pin hash's tool list, so adding them rebuilt nothing else.
+PERF_TOOLS = (
+    Tool("kueue-perf-runner", "kueue", "sigs.k8s.io/kueue/test/performance/scheduler/runner", "-s -w"),
+    Tool("minimalkueue", "kueue", "sigs.k8s.io/kueue/test/performance/scheduler/minimalkueue", "-s -w"),
+)
 
 
 def _go() -> str:
@@ -135,19 +142,19 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def missing() -> list[Tool]:
+def missing(tools: tuple[Tool, ...] = TOOLS) -> list[Tool]:
     out = bin_dir()
-    return [t for t in TOOLS if not (out / t.name).is_file()]
+    return [t for t in tools if not (out / t.name).is_file()]
 
 
-def ensure_built(progress: Callable[[str], None] | None = None) -> Path:
-    """The directory of the binaries, building those not built yet for these pins."""
+def ensure_built(progress: Callable[[str], None] | None = None, tools: tuple[Tool, ...] = TOOLS) -> Path:
+    """The directory of the binaries, building those of ``tools`` not built yet for these pins."""
     out = bin_dir()
-    if not missing():
+    if not missing(tools):
         return out
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     with locked(out.parent / ".lock"):
-        todo = missing()  # another process may have built them while we waited
+        todo = missing(tools)  # another process may have built them while we waited
         for i, tool in enumerate(todo, start=1):
             say(
                 f"building {tool.name} ({i}/{len(todo)}) from {tool.package} in "

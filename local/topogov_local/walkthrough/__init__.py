@@ -99,6 +99,22 @@ def run(args: argparse.Namespace) -> int:
             return _stopped_code(stopped.signum)
 
 
+def start_dashboard(stack: Any, port: int) -> Any:
+    """``topogov dashboard`` beside the stack, signed as its admin, and its URL, last of the story;
+    None when the stack serves no API."""
+    from topogov_cli.client import Api, Endpoint
+    from topogov_cli.dashboard import serve
+
+    if stack.api is None:
+        return None
+    api = Api(Endpoint(stack.api.url, "the local stack"), profile="topogov-admin")
+    server = serve(api, port)
+    print(f"\nThe dashboard (the fleet, teams, queue, jobs, what-if), signed as topogov-admin:\n"
+          f"  {server.url}\n"
+          f"  a team's view: topogov dashboard --profile topogov-team-a", flush=True)  # fmt: skip
+    return server
+
+
 def _stopped_code(signum: int) -> int:
     return 130 if signum == signal.SIGINT else 128 + signum
 
@@ -107,6 +123,7 @@ def _run(args: argparse.Namespace, stack: Any, signals: StopOnSignal) -> int:
     from topogov_local import events
     from topogov_local.walkthrough.labeler import invoke
 
+    dashboard = None
     try:
         stack.start()
         os.environ.update(stack.env())
@@ -122,6 +139,7 @@ def _run(args: argparse.Namespace, stack: Any, signals: StopOnSignal) -> int:
             print(summary_line(invoke(events.scheduled_event())), flush=True)
         else:
             walkthrough(stack)
+        dashboard = start_dashboard(stack, getattr(args, "dashboard_port", 0))
         if args.once:
             print("\nWalkthrough done (--once): stopping the stack.", flush=True)
             return EXIT_OK
@@ -150,5 +168,7 @@ def _run(args: argparse.Namespace, stack: Any, signals: StopOnSignal) -> int:
         return EXIT_REFUSED
     finally:
         signals.unwinding()
+        if dashboard is not None:
+            dashboard.stop()
         stack.stop()
         sys.stdout.flush()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, cast
 
 from topogov.domain.kueue_model.objects import (
     HOSTNAME,
@@ -23,9 +23,11 @@ from topogov.domain.kueue_model.objects import (
     NonTASPod,
     PodSet,
     Preemption,
+    PreemptionPolicy,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
+    StopPolicy,
     Toleration,
     Topology,
     TopologyRequest,
@@ -37,42 +39,52 @@ from topogov.domain.kueue_model.state import PodSetAdmission
 from topogov.domain.kueue_model.tas import TopologyAssignment
 from topogov.domain.labels import INSTANCE_TYPE_LABEL, layer_label
 from topogov.domain.tree import NodeCapacity
+from topogov.domain.views.batch import PodSpecView
+from topogov.domain.views.objects import (
+    ClusterQueueView,
+    LocalQueueView,
+    ResourceFlavorView,
+    TopologyView,
+    object_view,
+)
+from topogov.domain.views.workload import WorkloadView
+
+BorrowWithinCohort = Literal["Never", "LowerPriority"]
+TolerationOperator = Literal["Equal", "Exists"]
 
 
 def _amount(resource: str, value: Any) -> int:
     return requests_of({resource: value})[resource]
 
 
-def cluster_queue_of(obj: Mapping[str, Any]) -> ClusterQueue:
+def cluster_queue_of(cq: ClusterQueueView) -> ClusterQueue:
     """A rendered ``ClusterQueue`` (``spec.cohort`` in v1beta1, ``spec.cohortName`` in v1beta2)."""
-    spec = obj["spec"]
     groups = []
-    for rg in spec.get("resourceGroups", []):
+    for rg in cq.resource_groups:
         flavors = []
-        for f in rg["flavors"]:
+        for f in rg.flavors:
             quotas = {}
-            for item in f["resources"]:
-                name = item["name"]
-                borrow, lend = item.get("borrowingLimit"), item.get("lendingLimit")
+            for item in f.resources:
+                name, borrow, lend = item.name, item.borrowing_limit, item.lending_limit
                 quotas[name] = ResourceQuota(
-                    _amount(name, item["nominalQuota"]),
+                    _amount(name, item.nominal_quota),
                     None if borrow is None else _amount(name, borrow),
                     None if lend is None else _amount(name, lend),
                 )
-            flavors.append(FlavorQuotas(f["name"], quotas))
-        groups.append(ResourceGroup(tuple(rg["coveredResources"]), tuple(flavors)))
-    pre = spec.get("preemption") or {}
-    borrow_within = (pre.get("borrowWithinCohort") or {}).get("policy", "Never")
-    fair = (spec.get("fairSharing") or {}).get("weight", 1)
+            flavors.append(FlavorQuotas(f.name, quotas))
+        groups.append(ResourceGroup(rg.covered_resources, tuple(flavors)))
+    # The policies' values are Kueue's enums (its CRD's validation); the view keeps them as written.
     return ClusterQueue(
-        obj["metadata"]["name"],
+        cq.name,
         tuple(groups),
-        spec.get("cohortName") or spec.get("cohort") or None,
+        cq.cohort,
         Preemption(
-            pre.get("withinClusterQueue", "Never"), pre.get("reclaimWithinCohort", "Never"), borrow_within
+            cast(PreemptionPolicy, cq.within_cluster_queue),
+            cast(PreemptionPolicy, cq.reclaim_within_cohort),
+            cast(BorrowWithinCohort, cq.borrow_within_cohort),
         ),
-        fair_weight=float(fair),
-        stop_policy=spec.get("stopPolicy", "None"),
+        fair_weight=float(cq.fair_weight),
+        stop_policy=cast(StopPolicy, cq.stop_policy),
     )
 
 
@@ -80,20 +92,17 @@ def objects_of(
     rendered: Iterable[Mapping[str, Any]],
 ) -> tuple[list[Topology], list[ResourceFlavor], list[ClusterQueue], dict[str, str]]:
     """Topologies, flavors, ClusterQueues and the LocalQueue (``namespace/name``) → ClusterQueue map
-    of rendered objects (other kinds are ignored)."""
+    of rendered objects (other kinds are ignored), read through their views."""
     topologies, flavors, queues, local = [], [], [], {}
-    for obj in rendered:
-        kind, meta, spec = obj["kind"], obj["metadata"], obj.get("spec") or {}
-        if kind == "Topology":
-            topologies.append(Topology(meta["name"], tuple(lv["nodeLabel"] for lv in spec["levels"])))
-        elif kind == "ResourceFlavor":
-            flavors.append(
-                ResourceFlavor(meta["name"], dict(spec.get("nodeLabels") or {}), spec.get("topologyName"))
-            )
-        elif kind == "ClusterQueue":
+    for obj in map(object_view, rendered):
+        if isinstance(obj, TopologyView):
+            topologies.append(Topology(obj.name, obj.levels))
+        elif isinstance(obj, ResourceFlavorView):
+            flavors.append(ResourceFlavor(obj.name, dict(obj.node_labels), obj.topology_name))
+        elif isinstance(obj, ClusterQueueView):
             queues.append(cluster_queue_of(obj))
-        elif kind == "LocalQueue":
-            local[f"{meta['namespace']}/{meta['name']}"] = spec["clusterQueue"]
+        elif isinstance(obj, LocalQueueView):
+            local[f"{obj.namespace}/{obj.name}"] = obj.cluster_queue or ""
     return topologies, flavors, queues, local
 
 
@@ -122,112 +131,82 @@ def timestamp(text: str | None) -> float:
     return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def _pod_spec_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+def _pod_spec_requests(spec: PodSpecView) -> dict[str, int]:
     """``resources.NewRequestsFromPodSpec``: the containers' requests summed, each init container's
     taken if larger, plus the pod overhead (``pkg/resources/requests.go``)."""
     total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        for name, value in requests_of((c.get("resources") or {}).get("requests") or {}).items():
+    for requests in spec.container_requests:
+        for name, value in requests_of(requests).items():
             total[name] = total.get(name, 0) + value
-    for c in spec.get("initContainers") or []:
-        for name, value in requests_of((c.get("resources") or {}).get("requests") or {}).items():
+    for requests in spec.init_container_requests:
+        for name, value in requests_of(requests).items():
             total[name] = max(total.get(name, 0), value)
-    for name, value in requests_of(spec.get("overhead") or {}).items():
+    for name, value in requests_of(spec.overhead).items():
         total[name] = total.get(name, 0) + value
     return total
 
 
-def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+def _tolerations(spec: PodSpecView) -> tuple[Toleration, ...]:
     return tuple(
-        Toleration(t.get("key", ""), t.get("operator", "Equal"), t.get("value", ""), t.get("effect", ""))
-        for t in spec.get("tolerations") or []
+        Toleration(t.key, cast(TolerationOperator, t.operator), t.value, t.effect) for t in spec.tolerations
     )
 
 
-def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return c  # type: ignore[no-any-return]
-    return None
-
-
-def workload_state(obj: Mapping[str, Any]) -> str:
+def workload_state(obj: WorkloadView) -> str:
     """``finished``, ``admitted`` (holds quota: ``QuotaReserved=True``) or ``pending``."""
-    finished = condition(obj, "Finished")
-    if finished and finished.get("status") == "True":
+    finished = obj.condition("Finished")
+    if finished and finished.true:
         return "finished"
-    reserved = condition(obj, "QuotaReserved")
-    return "admitted" if reserved and reserved.get("status") == "True" else "pending"
+    reserved = obj.condition("QuotaReserved")
+    return "admitted" if reserved and reserved.true else "pending"
 
 
-def workload_of(obj: Mapping[str, Any], cluster_queue_of_local: Mapping[str, str]) -> Workload:
+def workload_of(obj: WorkloadView, cluster_queue_of_local: Mapping[str, str]) -> Workload:
     """A live Workload as the model's: key ``namespace/name``; its ClusterQueue from its admission, else
     from its LocalQueue (``namespace/queueName`` in ``cluster_queue_of_local``, as
     :func:`objects_of` gives it); pod sets with their template's requests, ``nodeSelector``,
     tolerations and ``topologyRequest``; ``spec.priority``; ``metadata.creationTimestamp``. Raises
     ``KeyError`` for a Workload whose LocalQueue is not one of the given."""
-    meta, spec = obj["metadata"], obj.get("spec") or {}
-    namespace = meta.get("namespace", "")
-    admission = (obj.get("status") or {}).get("admission") or {}
-    cq = admission.get("clusterQueue") or cluster_queue_of_local[f"{namespace}/{spec.get('queueName', '')}"]
+    cq = obj.admitted_queue or cluster_queue_of_local[f"{obj.namespace}/{obj.queue_name}"]
     pod_sets = []
-    for ps in spec.get("podSets") or []:
-        template = (ps.get("template") or {}).get("spec") or {}
-        tr = ps.get("topologyRequest") or {}
-        topology = (
-            TopologyRequest(tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained")))
-            if tr.get("required") or tr.get("preferred") or tr.get("unconstrained")
-            else None
-        )
+    for ps in obj.pod_sets:
+        tr = ps.topology_request
+        topology = TopologyRequest(tr.required, tr.preferred, tr.unconstrained) if tr.asked else None
         pod_sets.append(
             PodSet(
-                int(ps.get("count", 1)),
-                _pod_spec_requests(template),
-                ps.get("name", "main"),
+                ps.count,
+                _pod_spec_requests(ps.template),
+                ps.name,
                 topology,
-                dict(template.get("nodeSelector") or {}),
-                _tolerations(template),
+                dict(ps.template.node_selector),
+                _tolerations(ps.template),
             )
         )
-    owners = meta.get("ownerReferences") or [{}]
     return Workload(
-        f"{namespace}/{meta['name']}",
+        f"{obj.namespace}/{obj.name}",
         cq,
         tuple(pod_sets),
-        int(spec.get("priority") or 0),
-        timestamp(meta.get("creationTimestamp")),
-        meta.get("uid", ""),
-        owners[0].get("uid", ""),
+        obj.priority,
+        timestamp(obj.creation_timestamp),
+        obj.uid,
+        obj.owner_uid,
     )
 
 
-def admission_of(obj: Mapping[str, Any]) -> tuple[PodSetAdmission, ...]:
+def admission_of(obj: WorkloadView) -> tuple[PodSetAdmission, ...]:
     """An admitted Workload's ``status.admission.podSetAssignments`` (v1beta1: ``topologyAssignment``
     with ``levels`` and ``domains`` of ``values`` and ``count``)."""
     out = []
-    for psa in ((obj.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
-        ta = psa.get("topologyAssignment")
-        topology = (
-            TopologyAssignment(
-                tuple(ta.get("levels") or ()),
-                tuple((tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()),
-            )
-            if ta
-            else None
-        )
+    for psa in obj.pod_set_assignments:
+        ta = psa.topology_assignment
+        topology = TopologyAssignment(ta.levels, ta.domains) if ta is not None else None
         out.append(
-            PodSetAdmission(
-                psa.get("name", "main"),
-                dict(psa.get("flavors") or {}),
-                requests_of(psa.get("resourceUsage") or {}),
-                int(psa.get("count", 0)),
-                topology,
-            )
+            PodSetAdmission(psa.name, dict(psa.flavors), requests_of(psa.resource_usage), psa.count, topology)
         )
     return tuple(out)
 
 
-def reserved_at(obj: Mapping[str, Any]) -> float:
+def reserved_at(obj: WorkloadView) -> float:
     """When the Workload's quota was reserved (``QuotaReserved``'s ``lastTransitionTime``), epoch s."""
-    reserved = condition(obj, "QuotaReserved") or {}
-    return timestamp(reserved.get("lastTransitionTime"))
+    reserved = obj.condition("QuotaReserved")
+    return timestamp(reserved.last_transition_time if reserved else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StrictInt, model_validator
+from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
 
 from topogov.domain.policy.arn import principal_matches
 from topogov.domain.policy.defaults import DEFAULT_BORROW_LIMIT_PERCENT, with_defaults
@@ -39,10 +39,29 @@ NAME_IS_KEY = "a team's name is its key under teams"
 
 
 class PriorityClass(Model):
-    """A cluster-wide priority class (HyperPod ``ClusterSchedulerConfig`` / Kueue WorkloadPriorityClass)."""
+    """A cluster-wide priority class (HyperPod ``ClusterSchedulerConfig`` / Kueue WorkloadPriorityClass).
+
+    ``weight`` is HyperPod's ``PriorityClass.Weight`` (0–100, botocore's ``PriorityWeight``): used only
+    when the policy is rendered for HyperPod task governance (:mod:`topogov.domain.hyperpod`), where
+    the class's ``value`` stands in when it is itself 0–100."""
 
     name: DnsSubdomain
     value: Annotated[StrictInt, AfterValidator(priority_value)]
+    weight: Annotated[StrictInt, AfterValidator(percent)] | None = None
+
+
+class HyperPodSettings(Model):
+    """What HyperPod task governance needs beyond the teams (``hyperpod:``; see
+    :mod:`topogov.domain.hyperpod`): the cluster's instance types with how many instances of each
+    (each team's quota is split over them by :func:`topogov.domain.kueue.split_resources`), and the
+    cluster policy's ``IdleResourceSharing`` (left to the service when not given)."""
+
+    instance_types: dict[StrictStr, Annotated[StrictInt, AfterValidator(positive)]] = Field(
+        alias="instanceTypes"
+    )
+    idle_resource_sharing: Literal["Enabled", "Disabled"] | None = Field(
+        default=None, alias="idleResourceSharing"
+    )
 
 
 class Team(Model):
@@ -139,6 +158,10 @@ def _resources_json(resources: Resources) -> dict[str, int | str]:
     return {r: quantity_json(r, amount_of(resources, r)) for r in GOVERNED}
 
 
+def _class_json(pc: PriorityClass) -> dict[str, Any]:
+    return {"name": pc.name, "value": pc.value} | ({"weight": pc.weight} if pc.weight is not None else {})
+
+
 def _human(resources: Resources) -> dict[str, str]:
     return {r: format_quantity(r, amount_of(resources, r)) for r in GOVERNED}
 
@@ -152,6 +175,7 @@ class Policy(Model):
     fair_share: Literal["enabled", "disabled"] = Field(default="enabled", alias="fairShare")
     teams: Annotated[dict[str, Team], AfterValidator(non_empty("must define at least one team"))]
     admins: tuple[ArnPattern, ...] = ()
+    hyperpod: HyperPodSettings | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -199,11 +223,13 @@ class Policy(Model):
     def to_json(self) -> dict[str, Any]:
         """The normalised policy; itself a valid policy document with the same meaning."""
         return {
-            "priorityClasses": [{"name": pc.name, "value": pc.value} for pc in self.priority_classes],
+            "priorityClasses": [_class_json(pc) for pc in self.priority_classes],
             "fairShare": self.fair_share,
             "teams": {name: team.to_json() for name, team in self.teams.items()},
             "admins": list(self.admins),
-        }
+        } | (
+            {"hyperpod": self.hyperpod.model_dump(by_alias=True, exclude_none=True)} if self.hyperpod else {}
+        )
 
     def summary(self) -> list[dict[str, Any]]:
         """One row per team, quantities in Kubernetes' human units, for ``topogov policy check``."""

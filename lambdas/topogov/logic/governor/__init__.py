@@ -65,7 +65,6 @@ from topogov.logic.governor.drift import (
     rendered_hash,
     stamped,
     terminating,
-    without_flavors,
 )
 from topogov.logic.governor.plan import (
     DRAIN,
@@ -101,5 +100,4 @@ __all__ = [
     "rendered_hash",
     "stamped",
     "terminating",
-    "without_flavors",
 ]

@@ -1,6 +1,10 @@
 """How a live Kueue object differs from what Topogov renders (pure): the drift rules, the hash that
 tells a hand edit from a policy change, the corrected object, and keeping a flavor in a live
-Topology with the levels it needs (see the package docstring)."""
+Topology with the levels it needs (see the package docstring).
+
+Objects come as views (``domain/views/objects.py``), the rendered ones and the live ones alike. The
+comparison walks the rendered body field by field against the live one, and the corrected object
+is the live body with the rendered fields: the two places that read a view's ``raw``."""
 
 from __future__ import annotations
 
@@ -8,19 +12,28 @@ import hashlib
 import json
 from collections.abc import Mapping
 from decimal import InvalidOperation
-from typing import Any
+from typing import Any, cast
 
-from topogov.domain.kueue import MANAGED_BY, topology_object
-from topogov.domain.labels import MANAGED_BY_LABEL, NAMESPACE_NAME_LABEL, RENDERED_ANNOTATION
+from topogov.domain.kueue import MANAGED_BY, ApiVersion, topology_object
+from topogov.domain.labels import MANAGED_BY_LABEL, RENDERED_ANNOTATION
 from topogov.domain.quantity import parse_quantity
+from topogov.domain.views.objects import (
+    ClusterQueueView,
+    ObjectView,
+    ResourceFlavorView,
+    TopologyView,
+    object_view,
+)
 from topogov.logic.governor.plan import EXACT_UNDER, QUANTITY_FIELDS
+
+Ref = tuple[str, str, str | None]  # (kind, name, namespace)
+OWN_FIELDS = ("apiVersion", "kind", "metadata")  # the rest of a body is what is compared and written
 
 # --- drift (pure) ------------------------------------------------------------------------------------
 
 
-def owned(obj: Mapping[str, Any] | None) -> bool:
-    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+def owned(obj: ObjectView | None) -> bool:
+    return obj is not None and obj.labels.get(MANAGED_BY_LABEL) == MANAGED_BY
 
 
 def shown(value: Any) -> str:
@@ -64,133 +77,118 @@ def _compare(want: Any, have: Any, path: str, out: list[str], exact: bool) -> No
     out.append(f"{path}: {shown(have)} -> {shown(want)}")
 
 
-def drift(desired: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+def drift(desired: ObjectView, current: ObjectView) -> list[str]:
     """How ``current`` differs from ``desired`` in what Topogov renders, one line per field."""
     out: list[str] = []
-    have_labels = (current.get("metadata") or {}).get("labels") or {}
-    for key, value in (desired["metadata"].get("labels") or {}).items():
+    have_labels = current.labels
+    for key, value in desired.labels.items():
         if have_labels.get(key) != value:
             out.append(f"metadata.labels.{key}: {shown(have_labels.get(key))} -> {shown(value)}")
-    for key, value in desired.items():
-        if key not in ("apiVersion", "kind", "metadata"):
-            _compare(value, current.get(key), key, out, key == EXACT_UNDER)
+    for key, value in desired.raw.items():
+        if key not in OWN_FIELDS:
+            _compare(value, current.raw.get(key), key, out, key == EXACT_UNDER)
     return out
 
 
-def rendered_hash(desired: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in desired.items() if k != "metadata"}
-    body["labels"] = desired["metadata"].get("labels") or {}
+def rendered_hash(desired: ObjectView) -> str:
+    body = {k: v for k, v in desired.raw.items() if k != "metadata"}
+    body["labels"] = dict(desired.labels)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def stamped(desired: Mapping[str, Any]) -> dict[str, Any]:
-    """``desired`` carrying the hash of itself (as created)."""
-    meta = dict(desired["metadata"])
-    meta["annotations"] = {**(meta.get("annotations") or {}), RENDERED_ANNOTATION: rendered_hash(desired)}
-    return {**desired, "metadata": meta}
+def stamped(desired: ObjectView) -> dict[str, Any]:
+    """The body of ``desired`` carrying the hash of itself (as created)."""
+    annotations = {**desired.annotations, RENDERED_ANNOTATION: rendered_hash(desired)}
+    return {**desired.raw, "metadata": desired.metadata_with(annotations=annotations)}
 
 
-def edited_by_hand(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+def edited_by_hand(desired: ObjectView, current: ObjectView) -> bool:
     """True when Topogov last wrote exactly this rendering: the difference was made by someone else
     (False: the policy or the fleet changed what Topogov renders)."""
-    annotations = (current.get("metadata") or {}).get("annotations") or {}
-    return annotations.get(RENDERED_ANNOTATION) == rendered_hash(desired)
+    return current.annotations.get(RENDERED_ANNOTATION) == rendered_hash(desired)
 
 
-def corrected(desired: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
-    """The object to PUT: the live metadata (resourceVersion, other labels and annotations) with
+def corrected(desired: ObjectView, current: ObjectView) -> dict[str, Any]:
+    """The body to PUT: the live metadata (resourceVersion, other labels and annotations) with
     Topogov's labels, and every rendered top-level field as rendered."""
-    meta = dict(current["metadata"])
-    meta["labels"] = {**(meta.get("labels") or {}), **(desired["metadata"].get("labels") or {})}
-    meta["annotations"] = {**(meta.get("annotations") or {}), RENDERED_ANNOTATION: rendered_hash(desired)}
-    meta.pop("managedFields", None)
-    obj: dict[str, Any] = {"apiVersion": desired["apiVersion"], "kind": desired["kind"], "metadata": meta}
-    for key, value in desired.items():
-        if key not in ("apiVersion", "kind", "metadata"):
+    meta = current.metadata_with(
+        labels={**current.labels, **desired.labels},
+        annotations={**current.annotations, RENDERED_ANNOTATION: rendered_hash(desired)},
+    )
+    obj: dict[str, Any] = {"apiVersion": desired.api_version, "kind": desired.kind, "metadata": meta}
+    for key, value in desired.raw.items():
+        if key not in OWN_FIELDS:
             obj[key] = value
     return obj
 
 
-def object_ref(obj: Mapping[str, Any]) -> tuple[str, str, str | None]:
-    """(kind, name, namespace): namespace None for cluster-scoped objects, rendered or live."""
-    meta = obj["metadata"]
-    return obj["kind"], meta["name"], meta.get("namespace")
+def to_create(desired: ObjectView) -> dict[str, Any]:
+    """The body to create: the rendered object stamped with its hash (a Namespace as rendered: it
+    is the team's once created, never compared again)."""
+    return dict(desired.raw) if desired.kind == "Namespace" else stamped(desired)
 
 
-def cq_namespace(cq: Mapping[str, Any]) -> str | None:
-    spec = cq.get("spec") or {}
-    return ((spec.get("namespaceSelector") or {}).get("matchLabels") or {}).get(NAMESPACE_NAME_LABEL)
+def detached(cq: ClusterQueueView, flavor: str) -> dict[str, Any]:
+    """The body to PUT: the live queue ``cq``, whole, without ``flavor``."""
+    return dict(cq.without_flavors({flavor}).raw)
 
 
-def cq_cohort(cq: Mapping[str, Any]) -> str | None:
-    spec = cq.get("spec") or {}
-    return spec.get("cohort") or spec.get("cohortName")
+def terminating(obj: ObjectView | None) -> bool:
+    return obj is not None and obj.deleting
 
 
-def cq_flavors(cq: Mapping[str, Any]) -> set[str]:
-    groups = (cq.get("spec") or {}).get("resourceGroups") or []
-    return {f.get("name") for g in groups for f in g.get("flavors") or []}
+def _levels(topology: ObjectView | None) -> tuple[str, ...]:
+    return topology.levels if isinstance(topology, TopologyView) else ()
 
 
-def without_flavors(cq: Mapping[str, Any], flavors: set[str]) -> dict[str, Any]:
-    """``cq`` with ``flavors`` taken out of its resource groups (a group left with none goes too:
-    Kueue requires at least one flavor per group)."""
-    spec = dict(cq.get("spec") or {})
-    groups = []
-    for group in spec.get("resourceGroups") or []:
-        kept = [f for f in group.get("flavors") or [] if f.get("name") not in flavors]
-        if kept:
-            groups.append({**group, "flavors": kept})
-    spec["resourceGroups"] = groups
-    return {**cq, "spec": spec}
+def _topology_name(flavor: ObjectView | None) -> str | None:
+    return flavor.topology_name if isinstance(flavor, ResourceFlavorView) else None
 
 
-def terminating(obj: Mapping[str, Any] | None) -> bool:
-    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
-
-
-def _levels(topology: Mapping[str, Any] | None) -> list[str]:
-    return [lv.get("nodeLabel") for lv in ((topology or {}).get("spec") or {}).get("levels") or []]
-
-
-def keep_equivalent_topologies(
-    desired: list[dict[str, Any]], live: Mapping[tuple[str, str, str | None], Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+def keep_equivalent_topologies(desired: list[ObjectView], live: Mapping[Ref, ObjectView]) -> list[ObjectView]:
     """``desired`` with each owned flavor left in the live Topology it is in when that one has exactly
     the levels the flavor needs (an upgrade re-creates only flavors whose levels are wrong), and only
     the Topologies some flavor refers to."""
-    levels = {o["metadata"]["name"]: _levels(o) for o in desired if o["kind"] == "Topology"}
-    kept: dict[str, dict[str, Any]] = {}  # live owned Topologies kept under their old names
-    flavors: list[dict[str, Any]] = []
+    levels = {o.name: o.levels for o in desired if isinstance(o, TopologyView)}
+    kept: dict[str, ObjectView] = {}  # live owned Topologies kept under their old names
+    flavors: list[ObjectView] = []
     for obj in desired:
-        if obj["kind"] != "ResourceFlavor":
+        if not isinstance(obj, ResourceFlavorView):
             continue
-        want = obj["spec"]["topologyName"]
-        current = live.get(("ResourceFlavor", obj["metadata"]["name"], None))
-        have: str | None = ((current or {}).get("spec") or {}).get("topologyName")
+        want = obj.topology_name
+        current = live.get(("ResourceFlavor", obj.name, None))
+        have = _topology_name(current)
         old = live.get(("Topology", have, None)) if have and have != want else None
         if (
             have
             and old is not None
             and owned(current)
             and not terminating(old)
-            and _levels(old) == levels[want]
+            and _levels(old) == levels[want or ""]
         ):
-            obj = {**obj, "spec": {**obj["spec"], "topologyName": have}}
+            obj = obj.in_topology(have)
             if owned(old) and have not in levels:
-                kept[have] = topology_object(have, _levels(old), obj["apiVersion"].split("/")[1])
+                version = cast(ApiVersion, obj.api_version.split("/")[1])
+                kept[have] = object_view(topology_object(have, _levels(old), version))
         flavors.append(obj)
-    used = {f["spec"]["topologyName"] for f in flavors}
-    topologies = [o for o in desired if o["kind"] == "Topology"] + list(kept.values())
-    out: list[dict[str, Any]] = []
+    used = {_topology_name(f) for f in flavors}
+    topologies = [o for o in desired if isinstance(o, TopologyView)] + list(kept.values())
+    out: list[ObjectView] = []
     for obj in desired:
-        if obj["kind"] == "Topology":
+        if isinstance(obj, TopologyView):
             continue
-        if obj["kind"] == "ResourceFlavor":
-            out.extend(t for t in topologies if t["metadata"]["name"] in used)
+        if isinstance(obj, ResourceFlavorView):
+            out.extend(t for t in topologies if t.name in used)
             out.extend(flavors)
             topologies = flavors = []
             continue
         out.append(obj)
     return out
+
+
+def queue_as_allowed(desired: ObjectView, withheld: set[str]) -> ObjectView:
+    """A ClusterQueue without the flavors ``withheld`` (being re-created); any other object as it is."""
+    if isinstance(desired, ClusterQueueView) and withheld & desired.flavor_names:
+        return desired.without_flavors(withheld)
+    return desired

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from topogov.domain.kueue import MANAGED_BY
 from topogov.domain.labels import MANAGED_BY_LABEL
+from topogov.domain.views.objects import ObjectView
 
 OWNED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # Creation order: what an object refers to exists before it. Deletion runs the other way.
@@ -30,23 +31,23 @@ KUEUE_KINDS = KINDS[1:]
 # weight written as 10 reads back as "10" once the conversion webhook has had it (v1beta2 storage).
 QUANTITY_FIELDS = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit", "weight"})
 EXACT_UNDER = "resourceGroups"  # inside it, fields Topogov does not render count as drift
-WORKLOAD_COUNTS = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
 DRAIN = "HoldAndDrain"
 LOG = logging.getLogger("topogov.governor")
 LOG.addHandler(logging.NullHandler())  # a library's logger: silent unless the caller configures one
 
 
-Obj = dict[str, Any]  # a Kubernetes object as JSON
-
-
 class ObjectsPort(Protocol):
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None: ...
-    def list(self, api_version: str, kind: str) -> builtins.list[Obj]: ...
-    def create(self, obj: Mapping[str, Any]) -> Obj: ...
-    def replace(self, obj: Mapping[str, Any]) -> Obj | None: ...
+    """The governed objects: read as views (``domain/views/objects.py``), written as bodies."""
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> ObjectView | None: ...
+    def list(self, api_version: str, kind: str) -> builtins.list[ObjectView]: ...
+    def create(self, obj: Mapping[str, Any]) -> ObjectView: ...
+    def replace(self, obj: Mapping[str, Any]) -> ObjectView | None: ...
     def merge_patch(
         self, api_version: str, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
-    ) -> Obj: ...
+    ) -> ObjectView: ...
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool: ...
     def unfinished_jobs(self, namespace: str) -> builtins.list[str] | None: ...
 
@@ -86,8 +87,8 @@ class Change:
     api_version: str
     diff: list[str] = field(default_factory=list)
     reason: str = ""
-    desired: dict[str, Any] | None = field(default=None, repr=False)
-    current: dict[str, Any] | None = field(default=None, repr=False)
+    desired: ObjectView | None = field(default=None, repr=False)
+    current: ObjectView | None = field(default=None, repr=False)
 
     @property
     def object(self) -> str:

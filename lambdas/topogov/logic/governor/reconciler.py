@@ -13,20 +13,26 @@ from topogov.domain.labels import KUEUE_GROUP, TEAM_LABEL
 from topogov.domain.policy import Policy
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
+from topogov.domain.views.objects import (
+    ClusterQueueView,
+    LocalQueueView,
+    ObjectView,
+    ResourceFlavorView,
+    object_view,
+)
 from topogov.logic.governor.drift import (
+    Ref,
     corrected,
-    cq_cohort,
-    cq_flavors,
-    cq_namespace,
+    detached,
     drift,
     edited_by_hand,
     keep_equivalent_topologies,
-    object_ref,
     owned,
+    queue_as_allowed,
     shown,
     stamped,
     terminating,
-    without_flavors,
+    to_create,
 )
 from topogov.logic.governor.plan import (
     DRAIN,
@@ -34,11 +40,9 @@ from topogov.logic.governor.plan import (
     KUEUE_KINDS,
     LOG,
     OWNED_SELECTOR,
-    WORKLOAD_COUNTS,
     Action,
     Change,
     GovernorSummary,
-    Obj,
     ObjectsPort,
     Plan,
 )
@@ -74,8 +78,10 @@ class Governor:
     def group_version(self) -> str:
         return f"{KUEUE_GROUP}/{self.api_version}"
 
-    def desired(self, policy: Policy, flavors: list[FlavorInput]) -> list[dict[str, Any]]:
-        return render(policy, flavors, api_version=self.api_version, cohort=self.cohort)
+    def desired(self, policy: Policy, flavors: list[FlavorInput]) -> list[ObjectView]:
+        """What the policy renders for these flavors, read through the same views as the live objects."""
+        rendered = render(policy, flavors, api_version=self.api_version, cohort=self.cohort)
+        return [object_view(o) for o in rendered]
 
     def plan(self, policy: Policy, snapshot: Snapshot | None) -> Plan:
         """What a pass would change, from reads only."""
@@ -95,38 +101,38 @@ class Governor:
         live = self._live()
         desired = keep_equivalent_topologies(self.desired(policy, flavors), live)
         plan.topologies = {
-            o["metadata"]["name"]: o["spec"]["topologyName"] for o in desired if o["kind"] == "ResourceFlavor"
+            o.name: o.topology_name or "" for o in desired if isinstance(o, ResourceFlavorView)
         }
-        wanted = {object_ref(o) for o in desired}
+        wanted = {o.ref for o in desired}
         recreate, waiting = self._plan_immutable(plan, desired, live)
         if waiting:  # a flavor Kueue is letting go must leave every queue first, or it never goes
-            desired = [without_flavors(o, waiting) if o["kind"] == "ClusterQueue" else o for o in desired]
+            desired = [o.without_flavors(waiting) if isinstance(o, ClusterQueueView) else o for o in desired]
         planned = {(c.kind, c.name, c.namespace) for c in plan.changes}
         for obj in desired:
-            if object_ref(obj) not in planned:
-                self._plan_object(plan, obj, live.get(object_ref(obj)), recreate)
+            if obj.ref not in planned:
+                self._plan_object(plan, obj, live.get(obj.ref), recreate)
         order = {k: i for i, k in enumerate(KINDS)}  # creation order; re-creations in their kind's place
         plan.changes.sort(key=lambda c: order[c.kind])
         self._plan_removals(plan, self._stale(plan, live, wanted))
         return plan
 
-    def _live(self) -> dict[tuple[str, str, str | None], dict[str, Any]]:
+    def _live(self) -> dict[Ref, ObjectView]:
         """The objects of every kind Topogov renders, by (kind, name, namespace). One list per kind
         (7 reads a pass, whatever the number of teams), not one GET per object."""
-        live: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+        live: dict[Ref, ObjectView] = {}
         for kind in KINDS:
             version = "v1" if kind == "Namespace" else self.group_version
             for obj in self.objects.list(version, kind):
-                live[object_ref(obj)] = obj
+                live[obj.ref] = obj
         return live
 
     def _plan_object(
-        self, plan: Plan, obj: dict[str, Any], current: dict[str, Any] | None, recreate: set[str]
+        self, plan: Plan, obj: ObjectView, current: ObjectView | None, recreate: set[str]
     ) -> None:
         """One desired object against what is live: create, wait, leave alone (not Topogov's),
         update (drift, or a ClusterQueue taking back a re-created flavor), or nothing."""
-        kind, name, ns = object_ref(obj)
-        version = obj["apiVersion"]
+        kind, name, ns = obj.ref
+        version = obj.api_version
         if current is None:
             plan.changes.append(Change(Action.CREATE, kind, name, ns, version, desired=obj))
         elif kind == "Namespace":
@@ -139,7 +145,7 @@ class Governor:
             plan.changes.append(Change(Action.UNOWNED, kind, name, ns, version, reason=why))
         else:
             diff = drift(obj, current)
-            readds = sorted(recreate & cq_flavors(current)) if kind == "ClusterQueue" else []
+            readds = sorted(recreate & current.flavor_names) if isinstance(current, ClusterQueueView) else []
             if not (diff or readds):
                 plan.unchanged += 1
                 return
@@ -151,18 +157,14 @@ class Governor:
             )
 
     @staticmethod
-    def _stale(
-        plan: Plan,
-        live: Mapping[tuple[str, str, str | None], dict[str, Any]],
-        wanted: set[tuple[str, str, str | None]],
-    ) -> dict[str, list[dict[str, Any]]]:
+    def _stale(plan: Plan, live: Mapping[Ref, ObjectView], wanted: set[Ref]) -> dict[str, list[ObjectView]]:
         """Topogov's objects the policy no longer has, by kind (those being deleted: waited for)."""
-        stale: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KUEUE_KINDS}
+        stale: dict[str, list[ObjectView]] = {kind: [] for kind in KUEUE_KINDS}
         for key, obj in live.items():
             if key[0] != "Namespace" and key not in wanted and owned(obj):
                 if terminating(obj):
                     plan.changes.append(
-                        Change(Action.WAIT, key[0], key[1], key[2], obj["apiVersion"], reason="being deleted")
+                        Change(Action.WAIT, key[0], key[1], key[2], obj.api_version, reason="being deleted")
                     )
                 else:
                     stale[key[0]].append(obj)
@@ -171,30 +173,30 @@ class Governor:
     def _plan_immutable(
         self,
         plan: Plan,
-        desired: list[dict[str, Any]],
-        live: Mapping[tuple[str, str, str | None], dict[str, Any]],
+        desired: list[ObjectView],
+        live: Mapping[Ref, ObjectView],
     ) -> tuple[set[str], set[str]]:
         """Flavors whose ``topologyName`` must change (re-created) and flavors being deleted."""
         recreate: set[str] = set()
         waiting: set[str] = set()
-        queues = [o for k, o in live.items() if k[0] == "ClusterQueue"]
+        queues = [o for o in live.values() if isinstance(o, ClusterQueueView)]
         for obj in desired:
-            if obj["kind"] != "ResourceFlavor":
+            if not isinstance(obj, ResourceFlavorView):
                 continue
-            name = obj["metadata"]["name"]
+            name = obj.name
             current = live.get(("ResourceFlavor", name, None))
-            if current is None or not owned(current):
+            if not isinstance(current, ResourceFlavorView) or not owned(current):
                 continue
             if terminating(current):
                 waiting.add(name)
                 continue
-            have = (current.get("spec") or {}).get("topologyName")
-            want = obj["spec"]["topologyName"]
+            have = current.topology_name
+            want = obj.topology_name
             if have is None or have == want:
                 continue
             diff = [f"spec.topologyName: {shown(have)} -> {shown(want)}"]
-            users = sorted(q["metadata"]["name"] for q in queues if name in cq_flavors(q))
-            foreign = sorted(q["metadata"]["name"] for q in queues if name in cq_flavors(q) and not owned(q))
+            users = sorted(q.name for q in queues if name in q.flavor_names)
+            foreign = sorted(q.name for q in queues if name in q.flavor_names and not owned(q))
             if foreign:
                 why = (
                     f"topologyName is immutable in Kueue, so it must be re-created, but ClusterQueue "
@@ -202,7 +204,7 @@ class Governor:
                     "take it out there"
                 )
                 plan.changes.append(
-                    Change(Action.BLOCKED, "ResourceFlavor", name, None, obj["apiVersion"], diff, reason=why)
+                    Change(Action.BLOCKED, "ResourceFlavor", name, None, obj.api_version, diff, reason=why)
                 )
                 plan.warnings.append(f"ResourceFlavor {name}: {why}")
                 continue
@@ -218,7 +220,7 @@ class Governor:
                     "ResourceFlavor",
                     name,
                     None,
-                    obj["apiVersion"],
+                    obj.api_version,
                     diff,
                     reason=why,
                     desired=obj,
@@ -227,23 +229,24 @@ class Governor:
             )
         return recreate, waiting
 
-    def _plan_removals(self, plan: Plan, stale: Mapping[str, list[dict[str, Any]]]) -> None:
+    def _plan_removals(self, plan: Plan, stale: Mapping[str, list[ObjectView]]) -> None:
         """Stale ClusterQueues go, or are held and drained while they have work; what a held one
         still uses stays; the rest goes. Deleted LocalQueues first, then what they referred to."""
-        held, removals = self._plan_queue_removals(stale["ClusterQueue"])
+        queues = [q for q in stale["ClusterQueue"] if isinstance(q, ClusterQueueView)]
+        held, removals = self._plan_queue_removals(queues)
         removals += self._plan_leftovers(stale, held)
         order = {k: i for i, k in enumerate(reversed(KINDS))}
         plan.changes.extend(sorted(removals, key=lambda c: (order[c.kind], c.namespace or "", c.name)))
 
     def _plan_queue_removals(
-        self, queues: list[dict[str, Any]]
-    ) -> tuple[dict[str, Mapping[str, Any]], list[Change]]:
+        self, queues: list[ClusterQueueView]
+    ) -> tuple[dict[str, ClusterQueueView], list[Change]]:
         """The ClusterQueues kept while they drain, and each stale queue's change."""
         gv = self.group_version
-        held: dict[str, Mapping[str, Any]] = {}
+        held: dict[str, ClusterQueueView] = {}
         removals: list[Change] = []
         for cq in queues:
-            name = cq["metadata"]["name"]
+            name = cq.name
             busy = self._busy(cq)
             if not busy:
                 removals.append(
@@ -251,12 +254,12 @@ class Governor:
                 )
                 continue
             held[name] = cq
-            if (cq.get("spec") or {}).get("stopPolicy") == DRAIN:
+            if cq.stop_policy == DRAIN:
                 removals.append(
                     Change(Action.KEEP, "ClusterQueue", name, None, gv, reason=f"held and draining: {busy}")
                 )
             else:
-                before = (cq.get("spec") or {}).get("stopPolicy", "None")
+                before = cq.stop_policy
                 removals.append(
                     Change(
                         Action.HOLD,
@@ -271,28 +274,28 @@ class Governor:
         return held, removals
 
     def _plan_leftovers(
-        self, stale: Mapping[str, list[dict[str, Any]]], held: Mapping[str, Mapping[str, Any]]
+        self, stale: Mapping[str, list[ObjectView]], held: Mapping[str, ClusterQueueView]
     ) -> list[Change]:
         """The other stale objects: kept while a draining ClusterQueue uses them, else deleted."""
         gv = self.group_version
-        kept_flavors = set().union(*(cq_flavors(cq) for cq in held.values())) if held else set()
-        kept_cohorts = {cq_cohort(cq) for cq in held.values()}
+        kept_flavors = set().union(*(cq.flavor_names for cq in held.values())) if held else set()
+        kept_cohorts = {cq.cohort for cq in held.values()}
         kept_topologies = {
-            (rf.get("spec") or {}).get("topologyName")
+            rf.topology_name
             for rf in stale["ResourceFlavor"]
-            if rf["metadata"]["name"] in kept_flavors
+            if isinstance(rf, ResourceFlavorView) and rf.name in kept_flavors
         }
-        keep_rules: tuple[tuple[str, Callable[[Obj], bool]], ...] = (
-            ("LocalQueue", lambda o: (o.get("spec") or {}).get("clusterQueue") in held),
+        keep_rules: tuple[tuple[str, Callable[[ObjectView], bool]], ...] = (
+            ("LocalQueue", lambda o: isinstance(o, LocalQueueView) and o.cluster_queue in held),
             ("WorkloadPriorityClass", lambda o: False),
-            ("Cohort", lambda o: o["metadata"]["name"] in kept_cohorts),
-            ("ResourceFlavor", lambda o: o["metadata"]["name"] in kept_flavors),
-            ("Topology", lambda o: o["metadata"]["name"] in kept_topologies),
+            ("Cohort", lambda o: o.name in kept_cohorts),
+            ("ResourceFlavor", lambda o: o.name in kept_flavors),
+            ("Topology", lambda o: o.name in kept_topologies),
         )
         changes = []
         for kind, keep_if in keep_rules:
             for obj in stale[kind]:
-                name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
+                name, ns = obj.name, obj.namespace
                 if keep_if(obj):
                     why = "still used by a ClusterQueue that is draining"
                     changes.append(Change(Action.KEEP, kind, name, ns, gv, reason=why))
@@ -300,11 +303,10 @@ class Governor:
                     changes.append(Change(Action.DELETE, kind, name, ns, gv, reason="not in the policy"))
         return changes
 
-    def _busy(self, cq: Mapping[str, Any]) -> str:
+    def _busy(self, cq: ClusterQueueView) -> str:
         """Why a removed team's ClusterQueue cannot go yet ('' when it can)."""
-        status = cq.get("status") or {}
-        counts = [f"{status[k]} {k}" for k in WORKLOAD_COUNTS if int(status.get(k) or 0) > 0]
-        namespace = cq_namespace(cq) or ((cq["metadata"].get("labels") or {}).get(TEAM_LABEL))
+        counts = [f"{n} {k}" for k, n in cq.workload_counts.items() if n > 0]
+        namespace = cq.team_namespace or cq.labels.get(TEAM_LABEL)
         reasons = []
         if counts:
             reasons.append("Kueue reports " + ", ".join(counts))
@@ -336,17 +338,12 @@ class Governor:
                 self._log.warning("object not owned by topogov left alone", extra={"object": change.object})
         return summary
 
-    def _queue_as_allowed(self, desired: dict[str, Any]) -> dict[str, Any]:
-        if desired["kind"] == "ClusterQueue" and self._withheld & cq_flavors(desired):
-            return without_flavors(desired, self._withheld)
-        return desired
-
     def _recreate_flavor(self, change: Change) -> None:
         """Out of every queue, deleted, created again once Kueue lets it go (see the module docstring)."""
         assert change.desired is not None
         name = change.name
         for cq in self.objects.list(self.group_version, "ClusterQueue"):
-            if name in cq_flavors(cq) and owned(cq):
+            if isinstance(cq, ClusterQueueView) and name in cq.flavor_names and owned(cq):
                 self._detach(cq, change)
         self.objects.delete(change.api_version, "ResourceFlavor", name)
         waited = 0.0
@@ -366,29 +363,29 @@ class Governor:
             extra={"object": change.object, "diff": change.diff},
         )
 
-    def _detach(self, cq: dict[str, Any], change: Change) -> None:
+    def _detach(self, cq: ClusterQueueView, change: Change) -> None:
         """PUT the live queue ``cq`` without the flavor of ``change``, re-reading on a 409."""
         for _ in range(3):
-            if self.objects.replace(without_flavors(cq, {change.name})) is not None:
+            if self.objects.replace(detached(cq, change.name)) is not None:
                 return
-            fresh = self.objects.get(change.api_version, "ClusterQueue", cq["metadata"]["name"])
-            if fresh is None or not owned(fresh):
+            fresh = self.objects.get(change.api_version, "ClusterQueue", cq.name)
+            if not isinstance(fresh, ClusterQueueView) or not owned(fresh):
                 return
             cq = fresh
-        raise KubernetesError(409, f"update ClusterQueue {cq['metadata']['name']}", "kept conflicting")
+        raise KubernetesError(409, f"update ClusterQueue {cq.name}", "kept conflicting")
 
     def _apply_one(self, change: Change) -> None:
         if change.action == Action.CREATE:
             assert change.desired is not None
-            desired = self._queue_as_allowed(change.desired)
-            self.objects.create(desired if change.kind == "Namespace" else stamped(desired))
+            desired = queue_as_allowed(change.desired, self._withheld)
+            self.objects.create(to_create(desired))
             self._log.info("created", extra={"object": change.object})
         elif change.action == Action.RECREATE:
             self._recreate_flavor(change)
         elif change.action == Action.UPDATE:
             assert change.desired is not None and change.current is not None
             current = change.current
-            desired = self._queue_as_allowed(change.desired)
+            desired = queue_as_allowed(change.desired, self._withheld)
             for _ in range(3):
                 if self.objects.replace(corrected(desired, current)) is not None:
                     extra = {"object": change.object, "diff": change.diff, "why": change.reason}

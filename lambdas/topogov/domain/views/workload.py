@@ -1,0 +1,124 @@
+"""Views of Kueue's Workload (``kueue.x-k8s.io``, kubernetes-sigs/kueue v0.17.0
+``apis/kueue/v1beta1/workload_types.go``; v1beta2 names the same fields the same way)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from topogov.domain.views.batch import PodSpecView, Quantities
+from topogov.domain.views.common import EMPTY, Condition, conditions_of, first_condition, view
+
+
+@view
+class TopologyRequest:
+    """A pod set's ``topologyRequest``: at most one of required/preferred/unconstrained is set."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool = False
+
+    @property
+    def asked(self) -> bool:
+        return bool(self.required or self.preferred or self.unconstrained)
+
+
+NO_TOPOLOGY_REQUEST = TopologyRequest()  # a pod set without one (shared: a view is never changed)
+
+
+@view
+class PodSet:
+    name: str
+    count: int
+    template: PodSpecView  # the pod template's spec
+    topology_request: TopologyRequest
+
+
+@view
+class TopologyAssignment:
+    """``topologyAssignment`` (v1beta1): the level labels, and per domain its values and pod count."""
+
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]
+
+
+@view
+class PodSetAssignment:
+    """One of ``status.admission.podSetAssignments``."""
+
+    name: str
+    flavors: Mapping[str, str]  # resource -> flavor
+    resource_usage: Quantities
+    count: int
+    topology_assignment: TopologyAssignment | None
+
+
+@view
+class WorkloadView:
+    name: str
+    namespace: str
+    uid: str
+    labels: Mapping[str, str]
+    creation_timestamp: str | None
+    owner_uid: str  # the first owner's (the Job's) uid
+    queue_name: str  # spec.queueName: the LocalQueue
+    priority: int
+    pod_sets: tuple[PodSet, ...]
+    conditions: tuple[Condition, ...]
+    admitted_queue: str | None  # status.admission.clusterQueue, while it holds quota
+    pod_set_assignments: tuple[PodSetAssignment, ...]
+    resource_version: str = ""  # metadata.resourceVersion: a changed object has a new one
+
+    def condition(self, kind: str) -> Condition | None:
+        return first_condition(self.conditions, kind)
+
+    @classmethod
+    def from_api(cls, body: Mapping[str, Any]) -> WorkloadView:
+        meta = body.get("metadata") or EMPTY
+        spec = body.get("spec") or EMPTY
+        status = body.get("status") or EMPTY
+        admission = status.get("admission") or EMPTY
+        owners = meta.get("ownerReferences") or (EMPTY,)
+        return cls(
+            str(meta.get("name", "")),
+            str(meta.get("namespace", "")),
+            str(meta.get("uid", "")),
+            meta.get("labels") or {},
+            meta.get("creationTimestamp"),
+            str(owners[0].get("uid", "")),
+            str(spec.get("queueName", "")),
+            int(spec.get("priority") or 0),
+            tuple([_pod_set(ps) for ps in spec.get("podSets") or ()]),
+            conditions_of(status),
+            admission.get("clusterQueue") or None,
+            tuple([_assignment(psa) for psa in admission.get("podSetAssignments") or ()]),
+            str(meta.get("resourceVersion", "")),
+        )
+
+
+def _pod_set(ps: Mapping[str, Any]) -> PodSet:
+    tr = ps.get("topologyRequest")
+    return PodSet(
+        ps.get("name", "main"),
+        int(ps.get("count", 1)),
+        PodSpecView.from_api((ps.get("template") or EMPTY).get("spec") or EMPTY),
+        TopologyRequest(tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained")))
+        if tr
+        else NO_TOPOLOGY_REQUEST,
+    )
+
+
+def _assignment(psa: Mapping[str, Any]) -> PodSetAssignment:
+    ta = psa.get("topologyAssignment")
+    return PodSetAssignment(
+        psa.get("name", "main"),
+        psa.get("flavors") or {},
+        psa.get("resourceUsage") or EMPTY,
+        int(psa.get("count", 0)),
+        TopologyAssignment(
+            tuple(ta.get("levels") or ()),
+            tuple([(tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()]),
+        )
+        if ta
+        else None,
+    )
