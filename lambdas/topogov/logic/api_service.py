@@ -88,8 +88,9 @@ class ApiService:
     _index: tuple[int, CapacityIndex, float] | None = None
     _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
     _fleet_map: tuple[Snapshot, list[list[Any]], list[dict[str, Any]]] | None = None  # its node rows
-    _model: tuple[int, Any] | None = None  # the Kueue model of one snapshot, its cluster kept
+    _model: tuple[Snapshot, Any] | None = None  # the Kueue model of one snapshot, its cluster kept
     _workloads: Any = None  # the Workloads last read for an estimate (logic/estimates.WorkloadCache)
+    _state: tuple[float, Any, Any] | None = None  # (when, for which Forecaster) the estimates' inputs read
     _snapshot_at: float = 0.0  # the indexed snapshot's generated_at (when its content last changed)
     _idempotent: Any = None
     _idempotency_config: Any = None
@@ -434,9 +435,26 @@ class ApiService:
         from topogov.logic.whatif.forecast import Forecaster, Model
 
         snap = self._snapshot()
-        if self._model is None or self._model[0] != id(snap):
-            self._model = (id(snap), Forecaster(Model(list(snap.nodes.values()), self.policy)))
+        if self._model is None or self._model[0] is not snap:  # the snapshot held: its id is not reused
+            self._model = (snap, Forecaster(Model(list(snap.nodes.values()), self.policy)))
         return self._model[1]
+
+    def _estimate_state(self, kept: Any, jobs: list[tuple[str, str]], now_s: float) -> Any:
+        """The Workloads, Jobs and ledger records as the model's inputs (logic/estimates.State): those
+        read for the last request while they are at most the kept run's freshness old (the answer
+        says its age) and hold each asked job as waiting, else read again (a job submitted since has
+        no Workload in them)."""
+        from topogov.logic import estimates as est
+
+        last = self._state
+        if last is not None and last[1] is kept and 0.0 <= now_s - last[0] <= kept.fresh_s:
+            waiting = {q.workload.name for q in last[2].queued}
+            if all(last[2].key_of(*j) in waiting for j in jobs):
+                return last[2]
+        self._workloads = self._workloads or est.WorkloadCache()
+        state = est.read_state(self.policy, kept.model, self.ledger, self.jobs, self._workloads)
+        self._state = (now_s, kept, state)
+        return state
 
     def estimates(
         self, caller: str, jobs: list[tuple[str, str]], *, alternatives: bool = True, budget_s: float = 8.0
@@ -454,8 +472,7 @@ class ApiService:
         except TopologyUnavailable as exc:
             return {j: {"start_in_s": None, "start_at": None, "error": exc.message} for j in jobs}
         now_s = est.epoch(self.clock()) or time.time()
-        self._workloads = self._workloads or est.WorkloadCache()
-        state = est.read_state(self.policy, kept.model, self.ledger, self.jobs, self._workloads)
+        state = self._estimate_state(kept, jobs, now_s)
         keys = {j: state.key_of(*j) for j in jobs}
         at = self.monotonic()
         found = est.estimate_all(
