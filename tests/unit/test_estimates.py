@@ -117,3 +117,14 @@ def test_requests_within_a_run_s_freshness_reuse_its_inputs_and_answer_as_a_fres
     tick[0] = 3.0 + api._forecaster().fresh_s + 1  # older than a run is kept: read again
     api.estimates(caller, [pending[0]], alternatives=False)
     assert jobs.listings == 3 * listed
+
+
+def test_the_list_s_eta_is_the_detailed_answer_s_start(cluster):
+    policy, ports, pending, _ = cluster
+    caller = "arn:aws:iam::123456789012:user/team-a"
+    full = service(policy, ports).estimates(caller, pending, alternatives=False)
+    brief = service(policy, ports).estimates(caller, pending, alternatives=False, detail=False)
+    assert sum(full[job]["start_in_s"] is not None for job in pending) >= 5
+    for job in pending:
+        assert brief[job] == {k: full[job][k] for k in ("error", "start_in_s", "start_at") if k in full[job]}
+    assert "waits_for" in full[pending[0]]

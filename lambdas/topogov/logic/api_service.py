@@ -420,7 +420,7 @@ class ApiService:
                     }
                 )
         if pending:
-            etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0)
+            etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0, detail=False)
             for j in out:
                 est = etas.get((j["team"], j["name"]))
                 j["eta"] = (
@@ -457,12 +457,19 @@ class ApiService:
         return state
 
     def estimates(
-        self, caller: str, jobs: list[tuple[str, str]], *, alternatives: bool = True, budget_s: float = 8.0
+        self,
+        caller: str,
+        jobs: list[tuple[str, str]],
+        *,
+        alternatives: bool = True,
+        budget_s: float = 8.0,
+        detail: bool = True,
     ) -> dict[tuple[str, str], dict[str, Any]]:
         """Each pending job's estimated start (logic/estimates.py): one run of the Kueue model forward
         from now for all of them, for at most ``budget_s`` (API Gateway answers within 29 s; a job
         the run has not reached by then says so); the cheaper ways to start now too when
-        ``alternatives``."""
+        ``alternatives``; only when it starts (``estimates.when``: the list's ETA column) unless
+        ``detail`` (what each waits for, the bases: a list of a few thousand running jobs each)."""
         from topogov.logic import estimates as est
 
         until = self.monotonic() + budget_s
@@ -499,6 +506,9 @@ class ApiService:
             if key is None or key not in found:
                 why = "Kueue has no Workload for this Job yet" if key is None else "not pending in Kueue"
                 out[job] = {"start_in_s": None, "start_at": None, "error": why}
+                continue
+            if not detail:
+                out[job] = est.when(found[key], state, now_s=now_s)
                 continue
             alt = est.alternatives_for(kept, state, key, now_s=now_s, at=at) if alternatives else None
             out[job] = est.describe(

@@ -216,6 +216,20 @@ def common_domain(hosts: Iterable[str], nodes: Mapping[str, NodeCapacity]) -> di
     return {"layer": len(shared), "domain": shared[-1]}
 
 
+def when(est: Estimate, state: State, *, now_s: float) -> dict[str, Any]:
+    """When the job starts, as the job list shows it (the first keys of :func:`describe`): seconds
+    from now and the UTC time, and the error of a run cut short."""
+    start_at = None
+    if est.start_s is not None:
+        start_at = dt.datetime.fromtimestamp(now_s + est.start_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cut = (
+        {"error": f"not reached within the API's time for an estimate ({len(state.queued)} jobs waiting)"}
+        if est.cut_short
+        else {}
+    )
+    return {**cut, "start_in_s": None if est.start_s is None else round(est.start_s), "start_at": start_at}
+
+
 def describe(
     est: Estimate,
     state: State,
@@ -236,18 +250,8 @@ def describe(
         return shown(owner) if owner is not None else {"team": None, "job": None}
 
     queue = next((q.workload.cluster_queue for q in state.queued if q.workload.name == est.name), "")
-    start_at = None
-    if est.start_s is not None:
-        start_at = dt.datetime.fromtimestamp(now_s + est.start_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    cut = (
-        {"error": f"not reached within the API's time for an estimate ({len(state.queued)} jobs waiting)"}
-        if est.cut_short
-        else {}
-    )
     return {
-        **cut,
-        "start_in_s": None if est.start_s is None else round(est.start_s),
-        "start_at": start_at,
+        **when(est, state, now_s=now_s),
         "nodes": list(est.hosts),
         "domain": common_domain(est.hosts, nodes),
         "waits_for": [job_of(k) for k in est.waits_for],
