@@ -21,6 +21,10 @@ PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"  # topogov_local.processes appends each child
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("TOPOGOV_SUITE_TIMING"):  # where the suite's time goes (tests/timing.py)
+        from tests.timing import Recorder
+
+        config.pluginmanager.register(Recorder(Path(os.environ["TOPOGOV_SUITE_TIMING"])), "topogov-timing")
     if not hasattr(config, "workerinput") and PID_LOG_ENV not in os.environ:  # the controller
         fd, path = tempfile.mkstemp(prefix="topogov-children-", suffix=".txt")
         os.close(fd)

@@ -34,7 +34,7 @@ from topogov.settings import ReconcileSettings
 from topogov_local import fleet as fleetmod
 from topogov_local.cluster.controlplane import ControlPlane
 from topogov_local.deployment import CLUSTER, Deployer, Deployment, local_environ
-from topogov_local.processes import ManagedProcess, environ, stop_all
+from topogov_local.processes import ManagedProcess, environ, spent, stop_all
 from topogov_local.rehearse import Emulator
 
 REPO_POLICY = Path(__file__).resolve().parents[2] / "teams.yaml"  # local/topogov_local/ -> the repository
@@ -158,6 +158,7 @@ class LocalStack:
         the API port is taken) before anything is touched."""
         from topogov_local.guard import StackLock, check_port_free
 
+        started = time.monotonic()
         self.dir.mkdir(parents=True, exist_ok=True)
         lock = StackLock(self.dir)
         lock.acquire(api_port=self.options.api_port)
@@ -203,13 +204,16 @@ class LocalStack:
             self._write_credentials()
             if seed:
                 self.seed()
+            waited = time.monotonic()
             self.deployment = deployed.result()
+            spent("stack: wait for cdk deploy", time.monotonic() - waited)
             # From here on every call signed by a function's role session is judged against the role.
             emulator.enforce_sessions(True)
             if self.options.api_port is not None:
                 self.start_api()
             self._write_endpoints()
             lock.update(api_url=self.api.url if self.api else None, aws_url=self.aws.url)
+            spent("stack start", time.monotonic() - started)
         except BaseException:
             # A failure or a stop signal (SIGINT/SIGTERM/SIGHUP raise in this thread) in any phase:
             # the CDK run under way is killed with its whole tree (the deploying thread then ends
@@ -401,12 +405,14 @@ class LocalStack:
         Kueue leaves a tainted node out, and so does the snapshot (``NodeView.available``)."""
         from topogov.domain.views.nodes import NodeView
 
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
         while True:
             items = self.kube().request("GET", "/api/v1/nodes").body.get("items") or []
             views = [NodeView.from_api(n) for n in items]
             waiting = [v.name for v in views if (names is None or v.name in names) and not v.available]
             if not waiting:
+                spent("wait: nodes settled", time.monotonic() - started)
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(
