@@ -157,12 +157,17 @@ def test_alternatives_on_the_kept_cluster_equal_those_on_a_fresh_one(model):
     rng = random.Random(5)
     running, queued = cluster_now(model, rng)
     kept = Forecaster(model)
+    kept.forecast(running, queued, at=0.0, now_s=50.0)
+    tried = 0
     for q in queued:
         if q.workload.pod_sets[0].topology is None:
             continue
         fresh = alternatives(model, running, queued, q.workload.name, now_s=50.0)
         assert alternatives(model, running, queued, q.workload.name, now_s=50.0, kept=kept, at=0.0) == fresh
-    assert kept.builds == 1
+        tried += 1
+    assert tried and kept.builds == 1
+    kept.forecast(running, queued, at=1.0, now_s=51.0)  # the kept run still answers: no new run
+    assert kept.runs == 1
 
 
 def test_a_queued_job_changed_under_its_name_keeps_no_trace_of_its_old_place(model):

@@ -229,6 +229,20 @@ class Forecaster:
         (monotonic seconds), for the cluster's age."""
         return self._sync(running, queued, at).copy()
 
+    def with_variant(
+        self, running: Sequence[Running], queued: Sequence[Queued], variant: Workload, *, at: float
+    ) -> Cluster:
+        """:meth:`cluster` with ``variant`` in place of the queued job of its name: what bringing the
+        kept cluster up to date with that queue does (the job cancelled, the variant submitted, the
+        queues' order made again), done on the copy, so the kept cluster and run stay valid for the
+        queue as it is (the alternatives of every single-job request would otherwise end them)."""
+        cluster = self.cluster(running, queued, at=at)
+        cluster.cancel(variant.name, 0.0)
+        cluster.submit(variant)
+        cluster.reorder_queues()
+        cluster.forget_requeues()
+        return cluster
+
     def _held(self, running: Sequence[Running]) -> bool:
         """Whether ``running`` is what the kept cluster holds (the same jobs, in the same order
         first: a warm service reads the same objects for the Workloads that did not change)."""
@@ -471,7 +485,7 @@ def alternatives(
             q if q.workload.name != target else replace(q, workload=variant, fallback_s=None) for q in queued
         ]
         if kept is not None:
-            cluster = kept.cluster(running, others, at=at)
+            cluster = kept.with_variant(running, queued, variant, at=at)
         else:
             cluster = model.cluster(running)
             for q in others:
