@@ -88,7 +88,9 @@ class ApiService:
     _index: tuple[int, CapacityIndex, float] | None = None
     _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
     _fleet_map: tuple[Snapshot, list[list[Any]], list[dict[str, Any]]] | None = None  # its node rows
-    _model: tuple[int, Any] | None = None  # the Kueue model's static inputs for one snapshot
+    _model: tuple[Snapshot, Any] | None = None  # the Kueue model of one snapshot, its cluster kept
+    _workloads: Any = None  # the Workloads last read for an estimate (logic/estimates.WorkloadCache)
+    _state: tuple[float, Any, Any] | None = None  # (when, for which Forecaster) the estimates' inputs read
     _snapshot_at: float = 0.0  # the indexed snapshot's generated_at (when its content last changed)
     _idempotent: Any = None
     _idempotency_config: Any = None
@@ -418,7 +420,7 @@ class ApiService:
                     }
                 )
         if pending:
-            etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0)
+            etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0, detail=False)
             for j in out:
                 est = etas.get((j["team"], j["name"]))
                 j["eta"] = (
@@ -427,34 +429,66 @@ class ApiService:
         return out
 
     # -- start estimates ----------------------------------------------------------------------------
-    def _forecast_model(self) -> Any:
-        from topogov.logic.whatif.forecast import Model
+    def _forecaster(self) -> Any:
+        """The Kueue model of the current snapshot and the cluster it last forecast from, kept
+        while the snapshot is the same (logic/whatif/forecast.Forecaster)."""
+        from topogov.logic.whatif.forecast import Forecaster, Model
 
         snap = self._snapshot()
-        if self._model is None or self._model[0] != id(snap):
-            self._model = (id(snap), Model(list(snap.nodes.values()), self.policy))
+        if self._model is None or self._model[0] is not snap:  # the snapshot held: its id is not reused
+            self._model = (snap, Forecaster(Model(list(snap.nodes.values()), self.policy)))
         return self._model[1]
 
+    def _estimate_state(self, kept: Any, jobs: list[tuple[str, str]], now_s: float) -> Any:
+        """The Workloads, Jobs and ledger records as the model's inputs (logic/estimates.State): those
+        read for the last request while they are at most the kept run's freshness old (the answer
+        says its age) and hold each asked job as waiting, else read again (a job submitted since has
+        no Workload in them)."""
+        from topogov.logic import estimates as est
+
+        last = self._state
+        if last is not None and last[1] is kept and 0.0 <= now_s - last[0] <= kept.fresh_s:
+            waiting = {q.workload.name for q in last[2].queued}
+            if all(last[2].key_of(*j) in waiting for j in jobs):
+                return last[2]
+        self._workloads = self._workloads or est.WorkloadCache()
+        state = est.read_state(self.policy, kept.model, self.ledger, self.jobs, self._workloads)
+        self._state = (now_s, kept, state)
+        return state
+
     def estimates(
-        self, caller: str, jobs: list[tuple[str, str]], *, alternatives: bool = True, budget_s: float = 8.0
+        self,
+        caller: str,
+        jobs: list[tuple[str, str]],
+        *,
+        alternatives: bool = True,
+        budget_s: float = 8.0,
+        detail: bool = True,
     ) -> dict[tuple[str, str], dict[str, Any]]:
         """Each pending job's estimated start (logic/estimates.py): one run of the Kueue model forward
         from now for all of them, for at most ``budget_s`` (API Gateway answers within 29 s; a job
         the run has not reached by then says so); the cheaper ways to start now too when
-        ``alternatives``."""
+        ``alternatives``; only when it starts (``estimates.when``: the list's ETA column) unless
+        ``detail`` (what each waits for, the bases: a list of a few thousand running jobs each)."""
         from topogov.logic import estimates as est
 
         until = self.monotonic() + budget_s
 
         try:
-            model = self._forecast_model()
+            kept = self._forecaster()
         except TopologyUnavailable as exc:
             return {j: {"start_in_s": None, "start_at": None, "error": exc.message} for j in jobs}
         now_s = est.epoch(self.clock()) or time.time()
-        state = est.read_state(self.policy, model, self.ledger, self.jobs, now_s)
+        state = self._estimate_state(kept, jobs, now_s)
         keys = {j: state.key_of(*j) for j in jobs}
+        at = self.monotonic()
         found = est.estimate_all(
-            model, state, [k for k in keys.values() if k], lambda: self.monotonic() > until
+            kept,
+            state,
+            [k for k in keys.values() if k],
+            now_s=now_s,
+            at=at,
+            stop=lambda: self.monotonic() > until,
         )
         snap = self._snapshot()
         nodes = dict(snap.nodes)
@@ -473,7 +507,10 @@ class ApiService:
                 why = "Kueue has no Workload for this Job yet" if key is None else "not pending in Kueue"
                 out[job] = {"start_in_s": None, "start_at": None, "error": why}
                 continue
-            alt = est.alternatives_for(model, state, key) if alternatives else None
+            if not detail:
+                out[job] = est.when(found[key], state, now_s=now_s)
+                continue
+            alt = est.alternatives_for(kept, state, key, now_s=now_s, at=at) if alternatives else None
             out[job] = est.describe(
                 found[key], state, nodes=nodes, shown=shown_for(job[0]), now_s=now_s, as_of_s=as_of,
                 alternative=alt,

@@ -67,6 +67,7 @@ class WorkloadView:
     conditions: tuple[Condition, ...]
     admitted_queue: str | None  # status.admission.clusterQueue, while it holds quota
     pod_set_assignments: tuple[PodSetAssignment, ...]
+    resource_version: str = ""  # metadata.resourceVersion: a changed object has a new one
 
     def condition(self, kind: str) -> Condition | None:
         return first_condition(self.conditions, kind)
@@ -91,6 +92,7 @@ class WorkloadView:
             conditions_of(status),
             admission.get("clusterQueue") or None,
             tuple([_assignment(psa) for psa in admission.get("podSetAssignments") or ()]),
+            str(meta.get("resourceVersion", "")),
         )
 
 
