@@ -135,11 +135,14 @@ class ApiService:
     def capacity(self) -> dict[str, Any]:
         """Free capacity per layer and the largest job that could start now (domain/capacity.py), as
         of the snapshot's last pass."""
-        from topogov.domain.capacity import capacity_view
+        from topogov.domain.capacity import stored_or_made
 
         snap = self._snapshot()
-        if self._capacity is None or self._capacity[0] is not snap:  # ~150 ms at 10,000 nodes
-            self._capacity = (snap, {"generated_at": snap.generated_at, **capacity_view(snap.nodes)})
+        if self._capacity is None or self._capacity[0] is not snap:
+            # the pass that wrote the snapshot made the view; one written before it did is made here
+            # (~0.25 s of CPU at 10,000 nodes)
+            view = stored_or_made(snap.capacity, snap.nodes)
+            self._capacity = (snap, {"generated_at": snap.generated_at, **view})
         return self._capacity[1]
 
     def fleet_map(self, caller: str) -> dict[str, Any]:

@@ -8,8 +8,9 @@ chromium (Debian's, driven by Playwright) opens the printed URL. Measured by the
 
 * **first paint**: from the start of the navigation to the fleet map painted (the page's
   ``topogov:fleet-painted`` mark, set two animation frames after ECharts' ``finished`` event for
-  every map: all of its rectangles on the canvas), for the first load (the API's capacity view
-  computed afresh for the snapshot, the browser's code cold) and the median of ``--loads`` reloads;
+  every map: all of its rectangles on the canvas), for the first load (the API's first fleet answer
+  for the snapshot: read, its node rows made; the browser's code cold; the API's process itself
+  warmed first, see :func:`warm_up`) and the median of ``--loads`` reloads;
   with where the time went (the page's own files, the API call, parsing, building and drawing the
   maps, the paint);
 * **per refresh**: the bytes the fleet call moves (Resource Timing's ``transferSize``: gzip body and
@@ -61,6 +62,7 @@ def _say(text: str) -> None:
 
 def placed_snapshot(n: int) -> Any:
     """The snapshot a reconcile pass writes for the placed fleet of ``n`` nodes (see the module)."""
+    from topogov.domain.capacity import capacity_record
     from topogov.domain.fleet_map import running_jobs
     from topogov.domain.placement_quality import JobPod, quality
     from topogov.domain.quantity import Resources
@@ -86,6 +88,7 @@ def placed_snapshot(n: int) -> Any:
     team_of = {f"hyperpod-ns-team-{t}": f"team-{t}" for t in "abc"}
     snap = Snapshot(nodes=nodes, generated_at=time.time(), placement=quality(pods, nodes, team_of))
     snap.running = running_jobs(pods)
+    snap.capacity = capacity_record(nodes)  # as the pass that writes it stores it
     return snap
 
 
@@ -222,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
             with fleet(n, Path(tmp)) as stack:
                 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(stack.credentials)
                 api = Api(Endpoint(stack.api.url, "the local stack"), profile="topogov-admin")
+                warm_up(api)
                 server = serve(api, 0, refresh_s=2.0)
                 try:
                     found = measure(server.url, args.loads, args.watch_s)
@@ -231,6 +235,20 @@ def run(args: argparse.Namespace) -> int:
             rows.append({"nodes": n, "jobs": n // 5, **summarize(found)})
     report(rows, args.json)
     return EXIT_OK
+
+
+def warm_up(api: Any) -> None:
+    """One request the API refuses (``GET /v1/topology?view=nope``: 400, the snapshot not read)
+    before the browser: the API's process makes its Tracer (the X-Ray SDK's clients: about 0.3 s of
+    CPU) and its resolver as SnapStart's before-snapshot hook does for a deployed one
+    (``topogov.handlers.snapstart.prime``), so the first load measures the page and the API's first
+    fleet answer for the snapshot, not a Python process's start."""
+    from topogov_cli.sigv4 import signed_request
+
+    url = api.url("/v1/topology", {"view": "nope"})
+    resp = signed_request("GET", url, credentials=api.credentials(), region=api.region())
+    if resp.status_code != 400:
+        raise RuntimeError(f"warming the API: {url} answered {resp.status_code}: {resp.text[:200]}")
 
 
 def upstream_bytes(api: Any) -> dict[str, int]:
