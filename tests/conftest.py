@@ -21,6 +21,13 @@ PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"  # topogov_local.processes appends each child
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # where the suite's time goes (tests/timing.py): recorded where the tests run, by each xdist
+    # worker, not by the controller too (it receives every worker's reports and would count them twice)
+    distributed = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    if os.environ.get("TOPOGOV_SUITE_TIMING") and not distributed:
+        from tests.timing import Recorder
+
+        config.pluginmanager.register(Recorder(Path(os.environ["TOPOGOV_SUITE_TIMING"])), "topogov-timing")
     if not hasattr(config, "workerinput") and PID_LOG_ENV not in os.environ:  # the controller
         fd, path = tempfile.mkstemp(prefix="topogov-children-", suffix=".txt")
         os.close(fd)

@@ -1,5 +1,5 @@
 // Builds the dashboard's page into cli/topogov_cli/dashboard/static/ (what the CLI package ships):
-// one bundle of src/main.js with Apache ECharts (tree-shaken: the treemap and bar charts only), the
+// one bundle of src/main.js with Apache ECharts (tree-shaken: the custom and bar charts only), the
 // stylesheet and index.html. Run by `make install` through `npm run build:dashboard`; no network.
 import { build } from "esbuild";
 import { copyFileSync, mkdirSync, rmSync } from "node:fs";

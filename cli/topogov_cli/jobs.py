@@ -371,7 +371,8 @@ def estimate_lines(e: Mapping[str, Any]) -> list[str]:
         )
     age = e.get("nodes_as_of_s")
     nodes = f"; node data last changed {duration(age)} ago" if age is not None else ""
-    out.append("  assumes    " + wrapped(f"{e.get('assumes')}{nodes}", 13))
+    run = f"; estimated {duration(e['forecast_age_s'])} ago" if e.get("forecast_age_s") else ""
+    out.append("  assumes    " + wrapped(f"{e.get('assumes')}{nodes}{run}", 13))
     return out
 
 

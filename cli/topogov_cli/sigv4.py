@@ -145,10 +145,12 @@ def signed_request(
     headers: Mapping[str, str] | None = None,
     timeout: float = 30,
     session: requests.Session | None = None,
+    stream: bool = False,
 ) -> requests.Response:
     """Sign a request for ``execute-api`` in ``region`` and send it. ``json_body`` is serialised and
     sent as ``application/json`` (unless ``headers`` sets a Content-Type); pass either it or
-    ``body``. Non-2xx answers are returned, not raised."""
+    ``body``. Non-2xx answers are returned, not raised. ``stream``: the body is left unread
+    (``response.raw``), as ``requests`` leaves it with ``stream=True``."""
     if json_body is not None and body is not None:
         raise ValueError("pass json_body or body, not both")
     send_headers = dict(headers or {})
@@ -160,7 +162,7 @@ def signed_request(
     target = wire_url(url)
     signed = sign(method, target, credentials=credentials, region=region, body=data, headers=send_headers)
     http = session if session is not None else requests
-    return http.request(method.upper(), target, data=data, headers=signed, timeout=timeout)
+    return http.request(method.upper(), target, data=data, headers=signed, timeout=timeout, stream=stream)
 
 
 def credentials_for_profile(

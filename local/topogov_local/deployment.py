@@ -11,7 +11,7 @@ then takes from the deployed stack, read back through the services' APIs, what i
   code package unpacked as ``/var/task`` (the team policy is read from there), credentials of its own
   role (:func:`topogov_local.rehearse.function_runtime`);
 * the routes the local API Gateway serves: the RestApi's resources and methods — a route the
-  infrastructure lacks is a 403 locally, as in AWS.
+  infrastructure lacks is a 403 locally, as in AWS — and its ``minimumCompressionSize``.
 
 Nothing of that is written down a second time here. What a local function gets that the deployed one
 does not is :func:`local_environ`, each entry with its reason.
@@ -41,6 +41,7 @@ from topogov_local.rehearse import (
     Clients,
     FunctionRuntime,
     StackState,
+    deployed_compression,
     deployed_routes,
     function_runtime,
     keep_assets,
@@ -156,6 +157,7 @@ class Deployment:
     state: StackState
     functions: dict[str, FunctionRuntime]  # "reconcile", "api"
     routes: dict[str, list[str]]  # path -> methods, of the deployed RestApi
+    min_compression_size: int | None = None  # the deployed RestApi's minimumCompressionSize
 
     def output(self, key: str) -> str:
         try:
@@ -267,14 +269,24 @@ def read_deployment(clients: Clients, directory: Path) -> Deployment:
         )
         for key, prefix in FUNCTIONS.items()
     }
-    routes = deployed_routes(clients.client("apigateway"), state.physical("AWS::ApiGateway::RestApi"))
-    deployment = Deployment(state, functions, routes)
+    apigateway, rest_api = clients.client("apigateway"), state.physical("AWS::ApiGateway::RestApi")
+    routes = deployed_routes(apigateway, rest_api)
+    deployment = Deployment(state, functions, routes, deployed_compression(apigateway, rest_api))
     for fn in functions.values():  # the outputs and the functions name the same resources
         for var, name in deployment.names.items():
             if var in fn.environment and fn.environment[var] != name:
                 got = fn.environment[var]
                 raise DeploymentError(f"{fn.name}: {var}={got}, the stack's output says {name}")
     return deployment
+
+
+def template_compression(assembled_at: Path, stack: str = STACK) -> int | None:
+    """The RestApi's ``MinimumCompressionSize`` in the synthesized template of ``assembled_at`` (an
+    :func:`assembly`): what a deployment's API Gateway compresses from, for a gateway without one."""
+    template = json.loads((assembled_at / f"{stack}.template.json").read_text())
+    (api,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::ApiGateway::RestApi"]
+    size = api.get("Properties", {}).get("MinimumCompressionSize")
+    return None if size is None else int(size)
 
 
 def local_environ(fn: FunctionRuntime, aws_url: str, kubeconfig: Path) -> dict[str, str]:

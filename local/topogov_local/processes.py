@@ -134,6 +134,17 @@ class StopOnSignal:
             signal.pthread_kill(self._main, self.signum)
 
 
+# Where the local stack's time goes, in order, as (what, seconds): each start and reset of a cluster
+# or a stack, each CDK run, each wait for an asynchronous actor. Appended to (a list's append is
+# atomic: the deploying thread records too) and never read here; the suite's timing report reads it
+# around each test (tests/timing.py, docs/benchmarks.md "The suite's time").
+SPENT: list[tuple[str, float]] = []
+
+
+def spent(what: str, seconds: float) -> None:
+    SPENT.append((what, seconds))
+
+
 def wait_until(
     predicate: Callable[[], Any],
     what: str,
@@ -143,13 +154,17 @@ def wait_until(
 ) -> Any:
     """``predicate()`` once it is truthy (Kueue, the scheduler and KWOK act asynchronously), else
     ``error`` naming ``what`` and the last value."""
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(every_s)
+    try:
+        while time.monotonic() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(every_s)
+    finally:
+        spent("wait", time.monotonic() - started)
     raise error(f"not within {timeout_s:.0f}s: {what} (last: {last!r})")
 
 

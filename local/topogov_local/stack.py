@@ -34,7 +34,7 @@ from topogov.settings import ReconcileSettings
 from topogov_local import fleet as fleetmod
 from topogov_local.cluster.controlplane import ControlPlane
 from topogov_local.deployment import CLUSTER, Deployer, Deployment, local_environ
-from topogov_local.processes import ManagedProcess, environ, stop_all
+from topogov_local.processes import ManagedProcess, environ, spent, stop_all
 from topogov_local.rehearse import Emulator
 
 REPO_POLICY = Path(__file__).resolve().parents[2] / "teams.yaml"  # local/topogov_local/ -> the repository
@@ -167,6 +167,7 @@ class LocalStack:
         the API port is taken) before anything is touched."""
         from topogov_local.guard import StackLock, check_port_free
 
+        started = time.monotonic()
         self.dir.mkdir(parents=True, exist_ok=True)
         lock = StackLock(self.dir)
         lock.acquire(api_port=self.options.api_port)
@@ -216,7 +217,9 @@ class LocalStack:
             self._write_credentials()
             if seed:
                 self.seed()
+            waited = time.monotonic()
             self.deployment = deployed.result()
+            spent("stack: wait for cdk deploy", time.monotonic() - waited)
             # From here on every call signed by a function's role session is judged against the role.
             emulator.enforce_sessions(True)
             if self.options.hyperpod:
@@ -225,6 +228,7 @@ class LocalStack:
                 self.start_api()
             self._write_endpoints()
             lock.update(api_url=self.api.url if self.api else None, aws_url=self.aws.url)
+            spent("stack start", time.monotonic() - started)
         except BaseException:
             # A failure or a stop signal (SIGINT/SIGTERM/SIGHUP raise in this thread) in any phase:
             # the CDK run under way is killed with its whole tree (the deploying thread then ends
@@ -398,6 +402,7 @@ class LocalStack:
             stage="prod",
             context_factory=lambda: LocalContext(function_name="topogov-api", timeout_s=29),
             routes=self.deployment.routes,  # the deployed RestApi's resources and methods, only those
+            minimum_compression_size=self.deployment.min_compression_size,
         ).start()
 
     def add_instances(
@@ -507,12 +512,14 @@ class LocalStack:
         def settled(v: NodeView) -> bool:
             return v.ready and not any(t.startswith(LIFECYCLE_TAINT_PREFIX) for t in v.taints)
 
-        deadline = time.monotonic() + timeout_s
+        started = time.monotonic()
+        deadline = started + timeout_s
         while True:
             items = self.kube().request("GET", "/api/v1/nodes").body.get("items") or []
             views = [NodeView.from_api(n) for n in items]
             waiting = [v.name for v in views if (names is None or v.name in names) and not settled(v)]
             if not waiting:
+                spent("wait: nodes settled", time.monotonic() - started)
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(

@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import configparser
 import datetime as dt
+import gzip
 import http.client
 import json
 import re
 import threading
 import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 from pathlib import Path
@@ -679,3 +681,79 @@ def test_with_its_routes_the_gateway_serves_those_resources_and_methods_only(ses
         unsigned = session.get(gw.url + "/v1/nope")
         assert unsigned.status_code == 403 and unsigned.json() == {"message": "Missing Authentication Token"}
         assert len(seen) == before
+
+
+# -- payload compression (local/topogov_local/apigw/compression.py) ------------------------------------
+PRECOMPRESSED = gzip.compress(b'{"already": "gzipped"}' * 100)
+
+
+def sized_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """``/sized/N``: a body of N bytes; ``/precompressed``: a body the function gzipped itself."""
+    if event["path"] == "/precompressed":
+        return {
+            "statusCode": 200,
+            "headers": {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            "body": base64.b64encode(PRECOMPRESSED).decode(),
+            "isBase64Encoded": True,
+        }
+    size = int(event["path"].rsplit("/", 1)[1])
+    return {"statusCode": 200, "headers": {"Content-Type": "text/plain"}, "body": "x" * size}
+
+
+@pytest.fixture(scope="module")
+def compressing():
+    with LocalApiGateway(
+        sized_handler, {TEAM_A.access_key_id: TEAM_A}, port=0, minimum_compression_size=1024
+    ) as gw:
+        yield gw
+
+
+def wire(gw: LocalApiGateway, session: requests.Session, path: str, accept: str | None):
+    """The answer to a signed GET with this ``Accept-Encoding`` (none: ``None``), and its body as it
+    came over the wire (not decoded)."""
+    if accept is None:
+        session.headers.pop("Accept-Encoding", None)  # requests sends "gzip, deflate" unless told
+    headers = {} if accept is None else {"Accept-Encoding": accept}
+    resp = call(gw, session, "GET", path, headers=headers, stream=True)
+    try:
+        return resp, resp.raw.read(decode_content=False)
+    finally:
+        resp.close()
+
+
+@pytest.mark.parametrize(
+    ("size", "accept", "coding"),
+    [
+        (1024, "gzip", "gzip"),  # at minimumCompressionSize: compressed
+        (1023, "gzip", None),  # below it: as it is
+        (5000, None, None),  # no Accept-Encoding (RFC 7231's "*"): as it is
+        (5000, "*", None),
+        (5000, "identity", None),
+        (5000, "deflate", "deflate"),
+        (5000, "gzip, deflate, br", "gzip"),  # a browser's
+        (5000, "br, gzip", None),  # the highest priority is a coding API Gateway lacks
+        (5000, "br;q=0.5, gzip", "gzip"),
+        (5000, "gzip;q=0, deflate", "deflate"),  # q=0: not acceptable
+        (5000, "gzip;q=x", None),  # not a q-value: ignored
+    ],
+)
+def test_answers_are_compressed_as_api_gateway_documents(compressing, session, size, accept, coding):
+    resp, raw = wire(compressing, session, f"/sized/{size}", accept)
+    assert resp.status_code == 200
+    assert resp.headers.get("Content-Encoding") == coding
+    assert int(resp.headers["Content-Length"]) == len(raw)
+    unpacked = {"gzip": gzip.decompress, "deflate": zlib.decompress, None: bytes}[coding](raw)
+    assert unpacked == b"x" * size
+    if coding:
+        assert len(raw) < 100  # 5,000 x's compress to a few dozen bytes
+
+
+def test_an_answer_the_function_compressed_is_not_compressed_again(compressing, session):
+    resp, raw = wire(compressing, session, "/precompressed", "gzip")
+    assert resp.headers["Content-Encoding"] == "gzip" and raw == PRECOMPRESSED
+
+
+def test_without_minimum_compression_size_nothing_is_compressed(gateway, session):
+    resp, raw = wire(gateway, session, "/anything", "gzip")
+    assert len(raw) > 1024 and "Content-Encoding" not in resp.headers
+    assert json.loads(raw)["event"]["headers"]["Accept-Encoding"] == "gzip"  # the function sees it

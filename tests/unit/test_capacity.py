@@ -144,3 +144,17 @@ def test_a_node_is_available_when_ready_schedulable_and_without_a_lifecycle_tain
         spec={"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
     ).available
     assert view(spec={"taints": [{**taint, "effect": "PreferNoSchedule"}]}).available
+
+
+def test_a_stored_view_is_served_only_in_this_layout():
+    """A reconcile pass stores the view with its layout; the API serves it as stored, and makes it
+    from the nodes when the snapshot has none or one of another layout (another version's)."""
+    from topogov.domain.capacity import CAPACITY_LAYOUT, capacity_record, stored_or_made
+
+    nodes = fleet()
+    made = capacity_view(nodes)
+    assert capacity_record(nodes) == {"layout": CAPACITY_LAYOUT, "view": made}
+    stored = {"layout": CAPACITY_LAYOUT, "view": {"instance_types": ["as stored"]}}
+    assert stored_or_made(stored, nodes) == {"instance_types": ["as stored"]}
+    assert stored_or_made({}, nodes) == made
+    assert stored_or_made({**stored, "layout": CAPACITY_LAYOUT + 1}, nodes) == made

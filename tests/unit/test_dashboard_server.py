@@ -6,6 +6,7 @@ tests/browser/test_dashboard.py against the local stack)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -20,7 +21,7 @@ def served(tmp_path):
 
     def forward(method, path, query, body):
         seen.append((method, path, query, body))
-        return 200, json.dumps({"path": path, "padding": "x" * 4000}).encode()
+        return 200, json.dumps({"path": path, "padding": "x" * 4000}).encode(), None
 
     (tmp_path / "index.html").write_text("<!doctype html><title>t</title>")
     (tmp_path / "app.js").write_text("console.log(1)")
@@ -143,7 +144,7 @@ def test_serves_the_page_and_its_files_only(served):
 
 
 def test_an_unbuilt_page_says_how_to_build_it(tmp_path):
-    server = DashboardServer(Upstream(lambda *a: (200, b"{}")), static=tmp_path / "missing")
+    server = DashboardServer(Upstream(lambda *a: (200, b"{}", None)), static=tmp_path / "missing")
     server.start()
     try:
         r = requests.get(f"{server.origin}/")
@@ -153,7 +154,7 @@ def test_an_unbuilt_page_says_how_to_build_it(tmp_path):
 
 
 def test_binds_to_loopback_only():
-    server = DashboardServer(Upstream(lambda *a: (200, b"{}")))
+    server = DashboardServer(Upstream(lambda *a: (200, b"{}", None)))
     try:
         assert server.server_address[0] == "127.0.0.1"
     finally:
@@ -165,3 +166,89 @@ def test_allowed_names_what_it_refuses():
         allowed("GET", "/v1/jobs", "team=a&limit=5")
     assert exc.value.status == 400 and "'limit'" in exc.value.message
     assert allowed("GET", "/v1/jobs", "team=team-a") == [("team", "team-a")]
+
+
+# -- the API's answer as it came: gzip passed on, unpacked for a browser without gzip ------------------
+BODY = json.dumps({"teams": [{"name": f"team-{i}"} for i in range(200)]}).encode()
+
+
+@pytest.fixture
+def relaying(tmp_path):
+    """A server whose upstream answers what ``answer`` holds: (status, body as sent, its encoding)."""
+    answer: dict[str, tuple[int, bytes, str | None]] = {}
+    (tmp_path / "index.html").write_text("<!doctype html><title>t</title>")
+    server = DashboardServer(Upstream(lambda *a: answer["now"]), static=tmp_path)
+    server.start()
+    http = requests.Session()
+    try:
+        session(server, http)
+        yield server, http, answer
+    finally:
+        http.close()
+        server.stop()
+
+
+def raw_get(http, url, accept):
+    """The answer's body as it came over the wire, with this Accept-Encoding."""
+    r = http.get(url, headers={"Accept-Encoding": accept}, stream=True)
+    try:
+        return r, r.raw.read(decode_content=False)
+    finally:
+        r.close()
+
+
+def test_a_gzipped_answer_is_passed_on_as_it_came(relaying):
+    server, http, answer = relaying
+    sent = gzip.compress(BODY, mtime=1)  # as the API sent it (this mtime is nobody else's)
+    answer["now"] = (200, sent, "gzip")
+    r, raw = raw_get(http, f"{server.origin}/api/v1/teams", "gzip, deflate")
+    assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip" and raw == sent
+
+
+def test_a_gzipped_or_deflated_answer_is_unpacked_for_a_browser_without_gzip(relaying):
+    import zlib
+
+    server, http, answer = relaying
+    for sent, encoding in ((gzip.compress(BODY), "gzip"), (zlib.compress(BODY), "deflate")):
+        answer["now"] = (200, sent, encoding)
+        r, raw = raw_get(http, f"{server.origin}/api/v1/teams", "identity")
+        assert r.status_code == 200 and "Content-Encoding" not in r.headers and raw == BODY, encoding
+    answer["now"] = (200, zlib.compress(BODY), "deflate")  # deflate is re-packed as gzip
+    r, raw = raw_get(http, f"{server.origin}/api/v1/teams", "gzip")
+    assert r.headers["Content-Encoding"] == "gzip" and gzip.decompress(raw) == BODY
+
+
+def test_an_answer_it_cannot_read_is_a_502_that_says_why(relaying):
+    server, http, answer = relaying
+    answer["now"] = (200, b"\x1b\x00brotli", "br")
+    r = http.get(f"{server.origin}/api/v1/teams")
+    assert r.status_code == 502 and "'br'" in r.json()["error"]["message"]
+    answer["now"] = (200, b"not gzip at all", "gzip")
+    r, raw = raw_get(http, f"{server.origin}/api/v1/teams", "identity")
+    assert r.status_code == 502 and "not valid gzip" in json.loads(raw)["error"]["message"]
+
+
+def test_the_api_is_asked_for_gzip_and_its_bytes_kept_as_they_came(tmp_path, monkeypatch):
+    """``api_upstream`` against a gateway that compresses as API Gateway does: the upstream leg
+    carries gzip, and what ``forward`` returns is that gzip, not the JSON unpacked."""
+    from topogov_cli.client import Api, Endpoint
+    from topogov_cli.dashboard.server import api_upstream
+    from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
+
+    credentials = tmp_path / "credentials"
+    credentials.write_text(
+        "[viewer]\naws_access_key_id = AKIAVIEWER000000001\naws_secret_access_key = s3cr3t\n"
+    )
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    seen = []
+
+    def handler(event, context):
+        seen.append(event["headers"].get("Accept-Encoding"))
+        return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": BODY.decode()}
+
+    callers = callers_from_credentials_file(str(credentials))
+    with LocalApiGateway(handler, callers, port=0, minimum_compression_size=1024) as gw:
+        api = Api(Endpoint(gw.url, "test"), profile="viewer", region_flag="us-east-1")
+        status, raw, encoding = api_upstream(api, "viewer").forward("GET", "/v1/teams", [], None)
+    assert (status, encoding, seen) == (200, "gzip", ["gzip"])
+    assert len(raw) < len(BODY) / 5 and gzip.decompress(raw) == BODY

@@ -79,3 +79,52 @@ def test_a_job_kueue_has_no_workload_for_says_so(cluster):
     assert answer[("team-a", "not-there")] == {
         "start_in_s": None, "start_at": None, "error": "Kueue has no Workload for this Job yet"
     }  # fmt: skip
+
+
+class _Counted(_Jobs):
+    """The bench's Jobs port, counting the listings of Workloads."""
+
+    def __init__(self, ports: Any) -> None:
+        super().__init__(ports)
+        self.listings = 0
+
+    def workloads(self, namespace: str) -> list[Any]:
+        self.listings += 1
+        return super().workloads(namespace)
+
+
+def test_requests_within_a_run_s_freshness_reuse_its_inputs_and_answer_as_a_fresh_service(cluster):
+    policy, ports, pending, _ = cluster
+    caller = "arn:aws:iam::123456789012:user/team-a"
+    jobs, tick = _Counted(ports), [0.0]
+    api = ApiService(
+        policy=policy, snapshots=ports, ledger=cast(Any, ports), jobs=cast(Any, jobs),
+        clock=lambda: _stamp(tick[0]),
+    )  # fmt: skip
+    api.estimates(caller, [pending[0]], alternatives=False)
+    listed = jobs.listings
+    assert listed > 0
+    tick[0] = 3.0  # within the run's freshness: the same inputs, the same run, continued
+    later = api.estimates(caller, [pending[-1]], alternatives=False)[pending[-1]]
+    assert jobs.listings == listed and later["forecast_age_s"] == 3
+    want = service(policy, ports).estimates(caller, [pending[-1]], alternatives=False)[pending[-1]]
+    if want["start_in_s"] is None:
+        assert later["start_in_s"] is None
+    else:  # as of 3 s later (each rounded on its own)
+        assert abs(later["start_in_s"] - max(0, want["start_in_s"] - 3)) <= 1
+    api.estimates(caller, [("team-a", "not-there")], alternatives=False)  # not in what was read
+    assert jobs.listings == 2 * listed
+    tick[0] = 3.0 + api._forecaster().fresh_s + 1  # older than a run is kept: read again
+    api.estimates(caller, [pending[0]], alternatives=False)
+    assert jobs.listings == 3 * listed
+
+
+def test_the_list_s_eta_is_the_detailed_answer_s_start(cluster):
+    policy, ports, pending, _ = cluster
+    caller = "arn:aws:iam::123456789012:user/team-a"
+    full = service(policy, ports).estimates(caller, pending, alternatives=False)
+    brief = service(policy, ports).estimates(caller, pending, alternatives=False, detail=False)
+    assert sum(full[job]["start_in_s"] is not None for job in pending) >= 5
+    for job in pending:
+        assert brief[job] == {k: full[job][k] for k in ("error", "start_in_s", "start_at") if k in full[job]}
+    assert "waits_for" in full[pending[0]]

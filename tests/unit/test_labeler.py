@@ -236,6 +236,25 @@ def test_snapshot_has_capacity_per_domain():
     assert store.snap.nodes["n0"].allocatable == Resources(gpu=8)
 
 
+def test_the_written_snapshot_carries_the_capacity_view_of_its_nodes():
+    """Made by the pass that writes the snapshot (domain/capacity.capacity_record), kept through
+    the stored JSON, and made again when a targeted pass changes a node."""
+    from topogov.domain.capacity import capacity_record
+    from topogov.domain.labels import INSTANCE_TYPE_LABEL
+
+    objs = [node(f"n{i}", iid(i), {INSTANCE_TYPE_LABEL: "p5.48xlarge"}) for i in range(8)]
+    for obj in objs:  # Ready, so Kueue (and the view) counts their GPUs as free
+        obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    lab, nodes, _, store = make(objs, [topo(i) for i in range(8)])
+    lab.run(PassOptions())
+    assert store.snap.capacity == capacity_record(store.snap.nodes)
+    assert store.snap.capacity["view"]["instance_types"][0]["free_gpus"] == 64
+    assert Snapshot.from_json(store.snap.to_json()).capacity == store.snap.capacity
+    nodes.objs["n1"]["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    lab.run(PassOptions())
+    assert store.snap.capacity["view"]["instance_types"][0]["free_gpus"] == 60
+
+
 def test_the_snapshot_is_written_only_when_its_content_changed():
     lab, nodes, _, store = make([node(f"n{i}", iid(i)) for i in range(3)], [topo(i) for i in range(3)])
     assert lab.run(PassOptions()).snapshot_written and store.saves == 1

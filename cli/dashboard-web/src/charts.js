@@ -1,10 +1,10 @@
 // Apache ECharts, only the parts the pages use (esbuild keeps the bundle to these).
 import * as echarts from "echarts/core";
-import { TreemapChart, BarChart } from "echarts/charts";
+import { CustomChart, BarChart } from "echarts/charts";
 import { TooltipComponent, GridComponent, LegendComponent, AriaComponent } from "echarts/components";
 import { CanvasRenderer } from "echarts/renderers";
 
-echarts.use([TreemapChart, BarChart, TooltipComponent, GridComponent, LegendComponent, AriaComponent, CanvasRenderer]);
+echarts.use([CustomChart, BarChart, TooltipComponent, GridComponent, LegendComponent, AriaComponent, CanvasRenderer]);
 
 const charts = new Set();
 

@@ -42,6 +42,16 @@ function render(host) {
     host.replaceChildren(el("p", { class: "empty" }, "No GPU node with a network topology yet: the reconcile pass writes the snapshot on its first run."));
     return;
   }
+  // the first maps drawn (ECharts' "finished": every rectangle on the canvas), then two animation
+  // frames later painted on the screen: the benchmark's "first meaningful paint"
+  let pending = state.painted ? 0 : types.length;
+  const drawn = state.painted ? null : () => {
+    pending -= 1;
+    if (pending) return;
+    performance.mark("topogov:fleet-drawn");
+    requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("topogov:fleet-painted")));
+  };
+  state.painted = true;
   for (const type of types) {
     const id = `type-${type.instance_type.replace(/[^a-z0-9]/gi, "-")}`;
     let card = host.querySelector(`#${id}`);
@@ -65,14 +75,7 @@ function render(host) {
     }
     largest(card.querySelector(".largest"), type);
     jobList(card.querySelector(".jobs"), type, jobs);
-    draw(card, type, jobs);
-  }
-  if (!state.painted) performance.mark("topogov:fleet-drawn");
-  if (!state.painted) {
-    // the first map drawn: two animation frames later the canvas has been painted (the benchmark's
-    // "first meaningful paint")
-    state.painted = true;
-    requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("topogov:fleet-painted")));
+    draw(card, type, jobs, drawn);
   }
 }
 
@@ -82,8 +85,8 @@ function starOf(type) {
   return row && row.largest_now_domain ? { level, domain: row.largest_now_domain } : null;
 }
 
-function draw(card, type, jobs) {
-  drawMap(card.querySelector(".map"), type, jobs, { lit: state.lit, star: starOf(type) });
+function draw(card, type, jobs, onDrawn = null) {
+  drawMap(card.querySelector(".map"), type, jobs, { lit: state.lit, star: starOf(type), onDrawn });
 }
 
 function largest(host, type) {

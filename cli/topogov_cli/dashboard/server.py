@@ -16,7 +16,10 @@ What it forwards, and to whom:
   another user of the same machine, who can reach 127.0.0.1 too, cannot use your credentials.
 
 Answers are the API's, status and body, gzip-compressed when the browser accepts it; nothing is
-cached or kept.
+cached or kept. The server asks the API for gzip (``Accept-Encoding: gzip``; API Gateway compresses
+answers of at least the API's ``minimumCompressionSize``) and passes a gzipped answer on as it came,
+or unpacks it for a browser that does not accept gzip; an answer that came uncompressed is gzipped
+here when it is over 1 KiB.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import json
 import mimetypes
 import re
 import secrets
+import sys
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -77,9 +82,10 @@ def allowed(method: str, path: str, query: str) -> list[tuple[str, str]]:
 
 @dataclass
 class Upstream:
-    """The signed calls: ``forward(method, path, query pairs, body) -> (status, JSON body)``."""
+    """The signed calls: ``forward(method, path, query pairs, body) -> (status, JSON body, its
+    Content-Encoding)``: the body as it came over the wire, ``None`` when it was not compressed."""
 
-    forward: Callable[[str, str, list[tuple[str, str]], bytes | None], tuple[int, bytes]]
+    forward: Callable[[str, str, list[tuple[str, str]], bytes | None], tuple[int, bytes, str | None]]
     describe: dict[str, Any] = field(default_factory=dict)  # what the page says of it (signed as, endpoint)
 
 
@@ -87,28 +93,37 @@ def api_upstream(api: Any, profile_shown: str | None) -> Upstream:
     """Calls through ``api`` (a ``topogov_cli.client.Api``): signed by ``topogov_cli.sigv4`` with its
     credentials and region, one ``requests`` session per server thread."""
     import requests
+    import urllib3
 
     from topogov_cli.base import CliError
     from topogov_cli.sigv4 import signed_request
 
     local = threading.local()
+    url = api.endpoint.url
 
     def forward(
         method: str, path: str, query: list[tuple[str, str]], body: bytes | None
-    ) -> tuple[int, bytes]:
+    ) -> tuple[int, bytes, str | None]:
         if not hasattr(local, "http"):
             local.http = requests.Session()
+            local.http.headers["Accept-Encoding"] = "gzip"  # sent, not signed: a proxy may rewrite it
         try:
             resp = signed_request(
                 method, api.url(path, dict(query)), credentials=api.credentials(), region=api.region(),
                 body=body, headers={"Content-Type": "application/json"} if body is not None else None,
-                timeout=api.timeout, session=local.http,
+                timeout=api.timeout, session=local.http, stream=True,
             )  # fmt: skip
+            try:  # the bytes as they came: a gzipped answer is passed on without unpacking it
+                raw = resp.raw.read(decode_content=False)
+            finally:
+                resp.close()
         except CliError as exc:  # no credentials, an unknown profile, an expired SSO token
-            return 401, _error("NOT_AUTHENTICATED", exc.message)
+            return 401, _error("NOT_AUTHENTICATED", exc.message), None
         except requests.exceptions.RequestException as exc:
-            return 502, _error("UNREACHABLE", f"cannot reach the Topogov API at {api.endpoint.url}: {exc}")
-        return resp.status_code, resp.content
+            return 502, _error("UNREACHABLE", f"cannot reach the Topogov API at {url}: {exc}"), None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # lost while reading the answer
+            return 502, _error("UNREACHABLE", f"the Topogov API at {url} broke off: {exc}"), None
+        return resp.status_code, raw, resp.headers.get("Content-Encoding")
 
     return Upstream(forward, {"endpoint": api.endpoint.url, "signed_as": profile_shown})
 
@@ -155,6 +170,12 @@ class DashboardServer(ThreadingHTTPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that went away before its answer was sent (a reload, a closed tab) is no error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 CSP = (
@@ -236,8 +257,11 @@ class Handler(BaseHTTPRequestHandler):
             if length > MAX_BODY:
                 raise Refused(413, "PAYLOAD_TOO_LARGE", f"body: {length} bytes, at most {MAX_BODY}")
             body = self.rfile.read(length)
-        status, answer = self.server.upstream.forward(method, path, pairs, body)
-        self._send(status, answer, "application/json")
+        status, answer, encoding = self.server.upstream.forward(method, path, pairs, body)
+        if encoding not in (None, "identity", "gzip", "deflate"):
+            said = f"the API answered in Content-Encoding {encoding!r}; the dashboard asked for gzip"
+            raise Refused(502, "BAD_GATEWAY", said)
+        self._send(status, answer, "application/json", encoding)
 
     def _page(self, path: str, query: str) -> None:
         token = dict(parse_qsl(query)).get("token")
@@ -263,9 +287,14 @@ class Handler(BaseHTTPRequestHandler):
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
         self._send(200, file.read_bytes(), kind + ("; charset=utf-8" if kind.startswith("text/") else ""))
 
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
-        gzipped = len(body) > 1024 and "gzip" in (self.headers.get("Accept-Encoding") or "")
-        if gzipped:
+    def _send(self, status: int, body: bytes, content_type: str, encoding: str | None = None) -> None:
+        """``body`` (in ``encoding`` when the API sent it compressed) as the browser accepts it:
+        gzip passed on as it came, gzipped here when over 1 KiB, else as it is."""
+        accepts = "gzip" in (self.headers.get("Accept-Encoding") or "")
+        if encoding == "deflate" or (encoding == "gzip" and not accepts):
+            body, encoding = _decoded(body, encoding), None
+        gzipped = encoding == "gzip" or (accepts and len(body) > 1024)
+        if gzipped and encoding != "gzip":
             body = gzip.compress(body, compresslevel=6)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -280,6 +309,14 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
+
+
+def _decoded(body: bytes, encoding: str) -> bytes:
+    """``body`` unpacked from ``encoding`` (gzip or deflate); ``Refused`` (502) when it is not."""
+    try:
+        return gzip.decompress(body) if encoding == "gzip" else zlib.decompress(body)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise Refused(502, "BAD_GATEWAY", f"the API's answer is not valid {encoding}: {exc}") from None
 
 
 NOT_BUILT = (

@@ -83,6 +83,25 @@ def domain_of(
     return path[layer - 1] if len(path) >= layer else None
 
 
+# The layout of capacity_view's answer. A reconcile pass stores the view in the snapshot it writes
+# (capacity_record); the API serves a stored view only when its layout is this one, else makes it
+# from the nodes (a snapshot written by an older or newer version of the functions). Raise it when
+# capacity_view's answer changes shape.
+CAPACITY_LAYOUT = 1
+
+
+def capacity_record(nodes: Mapping[str, NodeCapacity]) -> dict[str, Any]:
+    """What a reconcile pass stores in the snapshot: the view of ``nodes`` and its layout."""
+    return {"layout": CAPACITY_LAYOUT, "view": capacity_view(nodes)}
+
+
+def stored_or_made(record: Mapping[str, Any], nodes: Mapping[str, NodeCapacity]) -> dict[str, Any]:
+    """The view a pass stored (``record``) when it is of this layout, else made from ``nodes``."""
+    if record.get("layout") == CAPACITY_LAYOUT and isinstance(record.get("view"), dict):
+        return dict(record["view"])
+    return capacity_view(nodes)
+
+
 def capacity_view(nodes: Mapping[str, NodeCapacity]) -> dict[str, Any]:
     """Per GPU instance type: per layer (``layer_view``), the domains with their free GPUs and free
     whole nodes, how many are wholly free, and the largest whole-node job that could start now in

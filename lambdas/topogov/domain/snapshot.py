@@ -32,6 +32,9 @@ class Snapshot:
     placement: dict[str, Any] = field(default_factory=dict)
     # the running jobs at the last full pass, with their GPUs per node (domain/fleet_map.running_jobs)
     running: list[dict[str, Any]] = field(default_factory=list)
+    # domain/capacity.capacity_record of ``nodes``, made by the pass that wrote them: the API serves
+    # its view without building the model's trees per snapshot (empty: not made; the API makes it)
+    capacity: dict[str, Any] = field(default_factory=dict)
     # the cluster's mode at the last full pass (domain/hyperpod/mode.Mode.to_json): the API follows it
     mode: dict[str, Any] = field(default_factory=dict)
 
@@ -63,6 +66,7 @@ class Snapshot:
             "tree": tree.to_json(),
             "placement": self.placement,
             "running": self.running,
+            "capacity": self.capacity,
             **({"mode": self.mode} if self.mode else {}),
         }
 
@@ -87,5 +91,7 @@ class Snapshot:
         absent = {i: float(t) for i, t in (data.get("absent") or {}).items()}
         placement = dict(data.get("placement") or {})
         running = list(data.get("running") or [])
+        capacity = dict(data.get("capacity") or {})
         mode = dict(data.get("mode") or {})
-        return cls(instances, absent, nodes, float(data.get("generated_at", 0.0)), placement, running, mode)
+        generated_at = float(data.get("generated_at", 0.0))
+        return cls(instances, absent, nodes, generated_at, placement, running, capacity, mode)

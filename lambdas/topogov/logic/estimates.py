@@ -13,10 +13,12 @@ What the answer rests on is in it: each involved job's expected-length basis, th
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from topogov.domain.kueue_model import PodSetAdmission, Workload
 from topogov.domain.kueue_model.convert import (
     admission_of,
     reserved_at,
@@ -33,12 +35,12 @@ from topogov.logic.whatif.forecast import (
     ASSUMES,
     Estimate,
     Expected,
+    Forecaster,
     Model,
     Queued,
     Running,
     alternatives,
     expected_from,
-    forecast,
 )
 
 GPU = "nvidia.com/gpu"
@@ -85,12 +87,67 @@ def _gpus(wl: Any) -> int:
     return sum(ps.count * ps.requests.get(GPU, 0) for ps in wl.pod_sets)
 
 
+@dataclass(frozen=True)
+class Read:
+    """One Workload as the model reads it: its state, the model's Workload (None: not in one of the
+    policy's queues), its admission and when it was reserved, and whether its queue is stopped."""
+
+    state: str
+    workload: Workload | None
+    admission: tuple[PodSetAdmission, ...] = ()
+    reserved_at: float = 0.0
+    stopped: bool = False
+    gpus: int = 0
+
+
+def read_workload(obj: WorkloadView, local_queues: Mapping[str, str]) -> Read:
+    state = workload_state(obj)
+    if state == "finished":
+        return Read(state, None)
+    try:
+        wl = workload_of(obj, local_queues)
+    except KeyError:
+        return Read(state, None)  # not in one of the policy's queues: not Topogov's to forecast
+    if state == "admitted":
+        return Read(state, wl, admission_of(obj), reserved_at(obj), gpus=_gpus(wl))
+    reserved = obj.condition("QuotaReserved")
+    stopped = reserved is not None and f"ClusterQueue {wl.cluster_queue} is inactive" in reserved.message
+    return Read(state, wl, stopped=stopped, gpus=_gpus(wl))
+
+
+class WorkloadCache:
+    """The Workloads of the last listing as read, by UID and ``resourceVersion`` (the API server
+    gives a changed object a new version): a warm service reads only the ones that changed, and the
+    model's cluster kept (:class:`~topogov.logic.whatif.forecast.Forecaster`) finds the same objects."""
+
+    def __init__(self) -> None:
+        self._read: dict[tuple[str, str], Read] = {}
+        self._next: dict[tuple[str, str], Read] = {}
+
+    def read(self, obj: WorkloadView, local_queues: Mapping[str, str]) -> Read:
+        key = (obj.uid, obj.resource_version)
+        if not all(key):
+            return read_workload(obj, local_queues)
+        known = self._read.get(key) or self._next.get(key) or read_workload(obj, local_queues)
+        self._next[key] = known
+        return known
+
+    def listed(self) -> None:
+        """A whole listing was read: what it did not hold is forgotten."""
+        self._read, self._next = self._next, {}
+
+
 def read_state(
-    policy: Policy, model: Model, ledger: LedgerLister, cluster: ClusterLister, now_s: float
+    policy: Policy,
+    model: Model,
+    ledger: LedgerLister,
+    cluster: ClusterLister,
+    cache: WorkloadCache | None = None,
 ) -> State:
-    """Every team namespace's Workloads as the model's running and queued jobs (times relative to
-    ``now_s``), each with its expected length."""
+    """Every team namespace's Workloads as the model's running and queued jobs (times in epoch
+    seconds), each with its expected length; ``cache``: the Workloads read before."""
     running, queued, owners, stopped = [], [], {}, set()
+    cache = cache or WorkloadCache()
     for team_name, team in policy.teams.items():
         records = {r["name"]: r for r in ledger.list(team_name)}
         observed: dict[int, list[float]] = {}
@@ -101,45 +158,47 @@ def read_state(
                 observed.setdefault(gpus, []).append(float(r["ran_s"]))
         jobs = {j.uid: j for j in cluster.list_jobs(team.namespace)}
         for obj in cluster.workloads(team.namespace):
-            state = workload_state(obj)
-            if state == "finished":
+            read = cache.read(obj, model.local_queues)
+            wl = read.workload
+            if wl is None:
                 continue
-            try:
-                wl = workload_of(obj, model.local_queues)
-            except KeyError:
-                continue  # not in one of the policy's queues: not Topogov's to forecast
             job = jobs.get(wl.job_uid)
             job_name = job.name if job else ""
             record = records.get(job_name) or {}
             declared = ((record.get("request") or {}).get("expected_duration")) if record else None
             deadline = job.active_deadline_s if job else None
             expected = expected_from(
-                None if declared is None else float(parse_duration(declared)),
+                None if declared is None else float(_seconds(declared)),
                 None if deadline is None else float(deadline),
                 observed,
-                _gpus(wl),
+                read.gpus,
             )
-            wl = replace(wl, created=wl.created - now_s)
             # a Workload whose Job is gone (deleted, its Workload not yet collected) is named itself
             owners[wl.name] = Owner(team_name, job_name or f"(Workload {obj.name})", expected)
-            if state == "admitted":
-                running.append(Running(wl, admission_of(obj), reserved_at(obj) - now_s, expected))
+            if read.state == "admitted":
+                running.append(Running(wl, read.admission, read.reserved_at, expected))
             else:
-                queued.append(Queued(wl, expected, _fallback_s(record, now_s)))
-                reserved = obj.condition("QuotaReserved")
-                if reserved and f"ClusterQueue {wl.cluster_queue} is inactive" in reserved.message:
+                queued.append(Queued(wl, expected, _fallback_s(record)))
+                if read.stopped:
                     stopped.add(wl.cluster_queue)
+    cache.listed()
     return State(running, queued, owners, stopped)
 
 
-def _fallback_s(record: Mapping[str, Any], now_s: float) -> float | None:
+@functools.lru_cache(maxsize=65536)
+def _seconds(duration: str) -> int:
+    """``parse_duration``, once per distinct text (a ledger's few thousand expected durations)."""
+    return parse_duration(duration)
+
+
+def _fallback_s(record: Mapping[str, Any]) -> float | None:
     """When the reconcile pass relaxes a pending required job (its ``fallbackAfter`` after the
-    submission; within one pass of it), relative to now; None when it has none or was relaxed."""
+    submission; within one pass of it), epoch seconds; None when it has none or was relaxed."""
     topo = (record.get("decision") or {}).get("topology") or {}
     after, submitted = topo.get("fallback_after_s"), epoch(record.get("submitted_at"))
     if topo.get("mode") != "required" or not after or submitted is None or record.get("fallback"):
         return None
-    return submitted + float(after) - now_s
+    return submitted + float(after)
 
 
 def common_domain(hosts: Iterable[str], nodes: Mapping[str, NodeCapacity]) -> dict[str, Any] | None:
@@ -155,6 +214,20 @@ def common_domain(hosts: Iterable[str], nodes: Mapping[str, NodeCapacity]) -> di
     if not shared:
         return None
     return {"layer": len(shared), "domain": shared[-1]}
+
+
+def when(est: Estimate, state: State, *, now_s: float) -> dict[str, Any]:
+    """When the job starts, as the job list shows it (the first keys of :func:`describe`): seconds
+    from now and the UTC time, and the error of a run cut short."""
+    start_at = None
+    if est.start_s is not None:
+        start_at = dt.datetime.fromtimestamp(now_s + est.start_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cut = (
+        {"error": f"not reached within the API's time for an estimate ({len(state.queued)} jobs waiting)"}
+        if est.cut_short
+        else {}
+    )
+    return {**cut, "start_in_s": None if est.start_s is None else round(est.start_s), "start_at": start_at}
 
 
 def describe(
@@ -177,18 +250,8 @@ def describe(
         return shown(owner) if owner is not None else {"team": None, "job": None}
 
     queue = next((q.workload.cluster_queue for q in state.queued if q.workload.name == est.name), "")
-    start_at = None
-    if est.start_s is not None:
-        start_at = dt.datetime.fromtimestamp(now_s + est.start_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    cut = (
-        {"error": f"not reached within the API's time for an estimate ({len(state.queued)} jobs waiting)"}
-        if est.cut_short
-        else {}
-    )
     return {
-        **cut,
-        "start_in_s": None if est.start_s is None else round(est.start_s),
-        "start_at": start_at,
+        **when(est, state, now_s=now_s),
         "nodes": list(est.hosts),
         "domain": common_domain(est.hosts, nodes),
         "waits_for": [job_of(k) for k in est.waits_for],
@@ -210,16 +273,34 @@ def describe(
         "stopped_queue": queue if queue in state.stopped else None,
         "assumes": ASSUMES,
         "nodes_as_of_s": None if as_of_s is None else round(as_of_s),
+        "forecast_age_s": round(est.age_s),
     }
 
 
 def estimate_all(
-    model: Model, state: State, targets: Iterable[str], stop: Callable[[], bool] | None = None
+    kept: Forecaster,
+    state: State,
+    targets: Iterable[str],
+    *,
+    now_s: float,
+    at: float,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, Estimate]:
-    return forecast(
-        model, state.running, state.queued, targets=set(targets), stopped=state.stopped, stop=stop
+    """The targets' estimates from ``now_s``, on a copy of ``kept``'s cluster (``at``: monotonic)."""
+    return kept.forecast(
+        state.running,
+        state.queued,
+        at=at,
+        targets=set(targets),
+        stopped=state.stopped,
+        stop=stop,
+        now_s=now_s,
     )
 
 
-def alternatives_for(model: Model, state: State, key: str) -> list[dict[str, Any]]:
-    return alternatives(model, state.running, state.queued, key, state.stopped)
+def alternatives_for(
+    kept: Forecaster, state: State, key: str, *, now_s: float, at: float
+) -> list[dict[str, Any]]:
+    return alternatives(
+        kept.model, state.running, state.queued, key, state.stopped, now_s=now_s, kept=kept, at=at
+    )

@@ -477,6 +477,11 @@ class Labeler:
         if current == before and snapshot.generated_at:
             return
         snapshot.generated_at = self._wall()
+        from topogov.domain.capacity import capacity_record
+
+        # made once per written snapshot, here, rather than by the API once per snapshot and warm
+        # instance: about 0.25 s of CPU at 10,000 nodes (docs/benchmarks.md, the dashboard)
+        snapshot.capacity = capacity_record(snapshot.nodes)
         try:
             self._store.save(snapshot)
             summary.snapshot_written = True

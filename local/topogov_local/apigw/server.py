@@ -30,6 +30,7 @@ from topogov_local.apigw.auth import (
     GatewayError,
     authenticate,
 )
+from topogov_local.apigw.compression import compressed
 from topogov_local.apigw.proxy import (
     header_maps,
     json_message,
@@ -89,8 +90,11 @@ class LocalApiGateway:
         context_factory: Callable[[], Any] = LocalContext,
         account_id: str = LOCAL_ACCOUNT,
         routes: Mapping[str, Sequence[str]] | None = None,
+        minimum_compression_size: int | None = None,
     ) -> None:
         self.handler = handler
+        # the RestApi's minimumCompressionSize: None, compression off (see .compression)
+        self.minimum_compression_size = minimum_compression_size
         self.routes = None if routes is None else {p: {m.upper() for m in ms} for p, ms in routes.items()}
         # One Lambda execution environment serves one request at a time, and the handler module's
         # state (Powertools' resolver keeps the current event on the app object) relies on it: the
@@ -457,15 +461,19 @@ class _Handler(BaseHTTPRequestHandler):
             extended_request_id=extended_request_id,
             trace_id=trace_id,
         )
+        self._invoke(event, ids, trace_id)
+
+    def _invoke(self, event: dict[str, Any], ids: list[tuple[str, str]], trace_id: str) -> None:
+        """The handler's answer to ``event``, compressed as the API's settings and the request's
+        ``Accept-Encoding`` say; 502 when the handler raises or answers what is not a proxy response."""
+        gateway = self.server.gateway
         try:
             with gateway.environment_lock:
                 result = gateway.handler(event, gateway.context_factory())
             status, headers, payload = proxy_response(marshal(result))
         except Exception:
-            print(
-                f"topogov local API gateway: {method} {raw_path} (request {request_id}) failed:",
-                file=sys.stderr,
-            )
+            what = f"{event['httpMethod']} {event['path']} (request {event['requestContext']['requestId']})"
+            print(f"topogov local API gateway: {what} failed:", file=sys.stderr)
             traceback.print_exc(file=sys.stderr)
             sys.stderr.flush()
             # API Gateway's 502 body is {"message": "Internal server error"}, spaced, unlike its 403s.
@@ -482,5 +490,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         if not any(name.lower() == "content-type" for name, _ in headers):
             headers.append(("Content-Type", "application/json"))
+        accept = self.headers.get_all("Accept-Encoding")
+        headers, payload = compressed(
+            gateway.minimum_compression_size, ", ".join(accept) if accept else None, headers, payload
+        )
         headers += [*ids, ("X-Amzn-Trace-Id", trace_id)]
         self._send(status, headers, payload)

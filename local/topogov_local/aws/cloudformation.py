@@ -15,8 +15,9 @@ chase one update's path through several files. The sections below are its table 
    endpoint stands for S3's regional endpoint, so a URL on it is path-style.
 2. **Properties moto's models drop.** ``AWS::DynamoDB::Table``: ``TimeToLiveSpecification``,
    ``PointInTimeRecoverySpecification``; ``AWS::S3::Bucket``: ``PublicAccessBlockConfiguration``,
-   ``VersioningConfiguration``, ``LifecycleConfiguration`` (the resource reference pages of each type
-   list them as properties CloudFormation applies on create and update without interruption).
+   ``VersioningConfiguration``, ``LifecycleConfiguration``; ``AWS::ApiGateway::RestApi``:
+   ``MinimumCompressionSize`` (the resource reference pages of each type list them as properties
+   CloudFormation applies on create and update without interruption).
 3. **Resource types moto does not create** (it skips them with a warning, so nothing exists behind
    them): ``AWS::S3::BucketPolicy``, ``AWS::SQS::QueuePolicy``, ``AWS::SNS::TopicPolicy``,
    ``AWS::EKS::AccessEntry`` (kept in :mod:`topogov_local.aws.eks`, read by the local EKS
@@ -662,6 +663,13 @@ def _method_extras(resource: Any, props: dict[str, Any], account_id: str, region
         resource.request_parameters = {k: _bool(v) for k, v in props["RequestParameters"].items()}
 
 
+def _rest_api_extras(resource: Any, props: dict[str, Any], account_id: str, region: str) -> None:
+    """``AWS::ApiGateway::RestApi``'s ``MinimumCompressionSize``, as GetRestApi reports it (absent:
+    compression off, AWS::ApiGateway::RestApi reference page)."""
+    size = props.get("MinimumCompressionSize")
+    resource.minimum_compression_size = None if size is None else int(size)
+
+
 def _wrap_create(cls: Any, extras: Any, by_object: bool = False) -> None:
     """Apply ``extras`` after moto's create of ``cls``: with the physical name, or the resource object
     itself when ``by_object``."""
@@ -712,6 +720,12 @@ def _log_group_in_place(original: Any, resolved: dict[str, Any], account_id: str
     return original
 
 
+def _rest_api_in_place(original: Any, resolved: dict[str, Any], account_id: str, region: str) -> Any:
+    """A RestApi keeps its id; of its properties, what the local API Gateway reads is applied."""
+    _rest_api_extras(original, resolved["Properties"], account_id, region)
+    return original
+
+
 def _rule_in_place(original: Any, resolved: dict[str, Any], account_id: str, region: str) -> Any:
     """An EventBridge rule keeps its name (physical id): moto deletes and re-creates it under it."""
     from moto.events.models import Rule
@@ -724,6 +738,7 @@ _IN_PLACE: dict[str, Any] = {
     "AWS::S3::Bucket": _bucket_in_place,
     "AWS::Logs::LogGroup": _log_group_in_place,
     "AWS::Events::Rule": _rule_in_place,
+    "AWS::ApiGateway::RestApi": _rest_api_in_place,
 }
 
 
@@ -1347,11 +1362,12 @@ def _install_templates_and_models() -> None:
 
     _wrap_create(Table, _table_extras)
     _wrap_create(FakeBucket, _bucket_extras)
-    from moto.apigateway.models import Method
+    from moto.apigateway.models import Method, RestAPI
     from moto.awslambda.models import LambdaFunction
 
     _wrap_create(LambdaFunction, _function_extras, by_object=True)
     _wrap_create(Method, _method_extras, by_object=True)
+    _wrap_create(RestAPI, _rest_api_extras, by_object=True)
 
 
 def _install_function_updates() -> None:

@@ -1,27 +1,38 @@
 """``topogov bench dashboard``: the dashboard's fleet page, measured in headless chromium, on the
-reconcile bench's ``placed`` fleet (``--nodes`` p5.48xlarge nodes labelled by a first pass, then
-``--nodes``/5 Jobs of 10 Running pods, two per node, as Kueue's pods look; a second pass writes the
-snapshot with them).
+reconcile bench's ``placed`` fleet: ``--nodes`` p5.48xlarge nodes (4 per layer-3 domain, 4 layer-3 per
+layer-2, 4 layer-2 per layer-1, as the local EC2 emulator lays them out), ``--nodes``/5 Jobs of 10
+Running pods of 4 GPUs, two per node (every GPU in use), as the snapshot of a reconcile pass has them.
 
-``topogov dashboard``'s server runs here, signed as the local stack's admin, in front of the local
-API; chromium (Debian's, driven by Playwright) opens the printed URL. Measured by the browser itself:
+``topogov dashboard``'s server runs here, signed as the local stack's admin, in front of the API;
+chromium (Debian's, driven by Playwright) opens the printed URL. Measured by the browser itself:
 
-* **first paint**: from the start of the navigation to the fleet map drawn (the page's
-  ``topogov:fleet-painted`` mark, set two animation frames after the map's first ``setOption``, so
-  the canvas has been painted), for the first load (the API's capacity view computed afresh for the
-  snapshot) and the median of ``--loads`` reloads; with where the time went (the page's own files,
-  the API call, the page's work after the answer);
+* **first paint**: from the start of the navigation to the fleet map painted (the page's
+  ``topogov:fleet-painted`` mark, set two animation frames after ECharts' ``finished`` event for
+  every map: all of its rectangles on the canvas), for the first load (the API's first fleet answer
+  for the snapshot: read, its node rows made; the browser's code cold; the API's process itself
+  warmed first, see :func:`warm_up`) and the median of ``--loads`` reloads;
+  with where the time went (the page's own files, the API call, parsing, building and drawing the
+  maps, the paint);
 * **per refresh**: the bytes the fleet call moves (Resource Timing's ``transferSize``: gzip body and
   headers; ``decodedBodySize`` uncompressed), and the API calls per refresh (every ``/api/`` request
-  the page made over ``--watch-s`` seconds at a 2 s refresh, divided by the refreshes).
+  the page made over ``--watch-s`` seconds at a 2 s refresh, divided by the refreshes);
+* **the upstream leg**: the bytes of one fleet call as they come from the API to the dashboard
+  server (gzip when the API's ``minimumCompressionSize`` lets API Gateway compress it).
 
 Targets (issue 26): first paint <= 1.5 s, <= 2 MB per refresh compressed, one call per view per
 refresh. Missed targets are printed, never hidden.
 
-``--without-stack`` measures the same page and figures in a minute: the same fleet's snapshot made
-in memory (4 nodes per layer-3 domain, 4 layer-3 per layer-2, 4 layer-2 per layer-1, as the local
-EC2 emulator lays them out; the same Jobs, pods and GPUs), served by the API's own handler behind the
-local API Gateway (SigV4 checked), without Kubernetes, moto or a reconcile pass.
+Where the snapshot comes from. By default a local stack runs (moto with the app deployed by the CDK
+CLI, Kubernetes and Kueue; the API's handler with the deployed function's environment, behind the
+local API Gateway serving the deployed routes and ``minimumCompressionSize``), and the placed fleet's
+snapshot is written to the deployed bucket by the snapshot store a reconcile pass writes with, as
+the reconcile function's role: the API reads it from S3 as it reads any pass's. The nodes and pods
+themselves are not created in Kubernetes: without KWOK's heartbeats a Node never turns Ready (the
+node lifecycle controller marks it Unknown and taints it unreachable), so every one of 10,000 such
+nodes would be left out of the snapshot, and KWOK's heartbeats for 10,000 nodes would load 2 cores
+(the reconcile bench measures a pass over 10,000 Nodes and 20,000 pods). ``--without-stack`` serves
+the same snapshot from memory through the API's handler behind the local API Gateway (SigV4 checked,
+compressing as the synthesized template's RestApi says), without Kubernetes, moto or S3.
 """
 
 from __future__ import annotations
@@ -49,61 +60,14 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-@contextlib.contextmanager
-def placed_stack(n: int, directory: Path) -> Iterator[Any]:
-    """A local stack of ``n`` labelled p5.48xlarge nodes (KWOK off: Node objects only) with n/5
-    Jobs of 10 Running pods, and the snapshot of a pass that listed them; the API served."""
-    from topogov.bootstrap import build_labeler
-    from topogov.logic.labeler import PassOptions
-    from topogov.settings import ReconcileSettings
-    from topogov_local import fleet
-    from topogov_local.bench.reconcile import running_pods
-    from topogov_local.stack import LocalStack, StackOptions
-
-    opts = StackOptions(
-        directory=directory, fleet=f"p5.48xlarge={n}", extra_nodes=False, simulated_nodes=False,
-        ec2_rate=1000, ec2_burst=1000, api_port=0, api_snapshot_ttl_s=0,
-    )  # fmt: skip
-    t0 = time.perf_counter()
-    with LocalStack(opts) as stack:
-        _say(f"#   seeded in {time.perf_counter() - t0:.0f}s")
-        os.environ.update(stack.env())
-        settings = ReconcileSettings.from_env()
-        labeler = build_labeler(settings)
-        options = PassOptions(
-            refresh_after_s=settings.refresh_after_s, verify_after_s=settings.verify_after_s
-        )
-        t0 = time.perf_counter()
-        labeler.run(options)
-        _say(f"#   first pass (labels) in {time.perf_counter() - t0:.0f}s")
-        names = sorted(fleet.node_name(i) for i in stack.instances)
-        t0 = time.perf_counter()
-        jobs = max(1, n // 5)
-        running_pods(stack.kube(), names, jobs)
-        _say(f"#   {jobs * 10} Running pods in {jobs} Jobs: {time.perf_counter() - t0:.0f}s")
-        labeler.run(options)
-        running = len(labeler.last_snapshot.running) if labeler.last_snapshot else 0
-        _say(f"#   the snapshot has {running} running jobs")
-        yield stack
-
-
-@contextlib.contextmanager
-def snapshot_api(n: int, directory: Path) -> Iterator[Any]:
-    """The API (its handler, behind the local API Gateway) over an in-memory snapshot of the placed
-    fleet; yields an object with ``api.url`` and ``credentials`` as a stack has them."""
-    import secrets
-    import types
-    from typing import cast
-
+def placed_snapshot(n: int) -> Any:
+    """The snapshot a reconcile pass writes for the placed fleet of ``n`` nodes (see the module)."""
+    from topogov.domain.capacity import capacity_record
     from topogov.domain.fleet_map import running_jobs
     from topogov.domain.placement_quality import JobPod, quality
-    from topogov.domain.policy import load_policy_file
     from topogov.domain.quantity import Resources
     from topogov.domain.snapshot import Snapshot
     from topogov.domain.tree import NodeCapacity
-    from topogov.handlers import api
-    from topogov.logic.api_service import ApiService
-    from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
     from topogov_local.bench.reconcile import PODS_PER_JOB
 
     alloc = Resources(8, 32, 191450, 2002 * 2**30)
@@ -124,6 +88,55 @@ def snapshot_api(n: int, directory: Path) -> Iterator[Any]:
     team_of = {f"hyperpod-ns-team-{t}": f"team-{t}" for t in "abc"}
     snap = Snapshot(nodes=nodes, generated_at=time.time(), placement=quality(pods, nodes, team_of))
     snap.running = running_jobs(pods)
+    snap.capacity = capacity_record(nodes)  # as the pass that writes it stores it
+    return snap
+
+
+@contextlib.contextmanager
+def placed_stack(n: int, directory: Path) -> Iterator[Any]:
+    """A local stack whose API reads the placed fleet's snapshot from the deployed bucket."""
+    import boto3
+
+    from topogov.adapters.snapshot_store import S3SnapshotStore
+    from topogov.settings import ReconcileSettings
+    from topogov_local.processes import environ
+    from topogov_local.stack import LocalStack, StackOptions
+
+    opts = StackOptions(
+        directory=directory, fleet="p5.48xlarge=4", extra_nodes=False, api_port=0, api_snapshot_ttl_s=0
+    )
+    t0 = time.perf_counter()
+    with LocalStack(opts) as stack:
+        _say(f"#   a local stack deployed and started in {time.perf_counter() - t0:.0f}s")
+        t0 = time.perf_counter()
+        snapshot = placed_snapshot(n)
+        with environ(stack.env()):  # as the reconcile function: its role's credentials, the emulator
+            settings = ReconcileSettings.from_env()
+            store = S3SnapshotStore(boto3.client("s3"), settings.snapshot_bucket, settings.snapshot_key)
+            store.save(snapshot)
+        where = f"s3://{settings.snapshot_bucket}/{settings.snapshot_key}"
+        _say(
+            f"#   the snapshot ({len(snapshot.nodes)} nodes, {len(snapshot.running)} running jobs) "
+            f"written to {where} in {time.perf_counter() - t0:.0f}s"
+        )
+        yield stack
+
+
+@contextlib.contextmanager
+def snapshot_api(n: int, directory: Path) -> Iterator[Any]:
+    """The API (its handler, behind the local API Gateway) over the placed fleet's snapshot in memory;
+    yields an object with ``api.url`` and ``credentials`` as a stack has them."""
+    import secrets
+    import types
+    from typing import cast
+
+    from topogov.domain.policy import load_policy_file
+    from topogov.handlers import api
+    from topogov.logic.api_service import ApiService
+    from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
+    from topogov_local.deployment import assembly, template_compression
+
+    snap = placed_snapshot(n)
     root = Path(__file__).resolve().parents[3]
     policy = load_policy_file(str(root / "teams.yaml"))
     source = types.SimpleNamespace(load=lambda: snap)
@@ -134,8 +147,10 @@ def snapshot_api(n: int, directory: Path) -> Iterator[Any]:
         + "\naws_secret_access_key = " + secrets.token_urlsafe(30) + "\n"
     )  # fmt: skip
     gateway = LocalApiGateway(
-        api.handler, callers_from_credentials_file(credentials), port=0, stage="prod", routes=api.routes()
-    ).start()
+        api.handler, callers_from_credentials_file(credentials), port=0, stage="prod", routes=api.routes(),
+        minimum_compression_size=template_compression(assembly()),  # as the deployed RestApi's
+    )  # fmt: skip
+    gateway.start()
     try:
         yield types.SimpleNamespace(api=gateway, credentials=credentials)
     finally:
@@ -204,19 +219,58 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for n in args.nodes:
         with tempfile.TemporaryDirectory(prefix="topogov-bench-dashboard-") as tmp:
-            _say(f"# {n} nodes: a local stack, a pass, {n // 5} Jobs of 10 Running pods, a pass ...")
+            where = "in memory" if args.without_stack else "in a local stack's bucket"
+            _say(f"# {n} nodes, {n // 5} Jobs of 10 Running pods: their snapshot {where} ...")
             fleet = snapshot_api if args.without_stack else placed_stack
             with fleet(n, Path(tmp)) as stack:
                 os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(stack.credentials)
                 api = Api(Endpoint(stack.api.url, "the local stack"), profile="topogov-admin")
+                warm_up(api)
                 server = serve(api, 0, refresh_s=2.0)
                 try:
                     found = measure(server.url, args.loads, args.watch_s)
                 finally:
                     server.stop()
+                found["upstream"] = upstream_bytes(api)
             rows.append({"nodes": n, "jobs": n // 5, **summarize(found)})
     report(rows, args.json)
     return EXIT_OK
+
+
+def warm_up(api: Any) -> None:
+    """One request the API refuses (``GET /v1/topology?view=nope``: 400, the snapshot not read)
+    before the browser: the API's process makes its Tracer (the X-Ray SDK's clients: about 0.3 s of
+    CPU) and its resolver as SnapStart's before-snapshot hook does for a deployed one
+    (``topogov.handlers.snapstart.prime``), so the first load measures the page and the API's first
+    fleet answer for the snapshot, not a Python process's start."""
+    from topogov_cli.sigv4 import signed_request
+
+    url = api.url("/v1/topology", {"view": "nope"})
+    resp = signed_request("GET", url, credentials=api.credentials(), region=api.region())
+    if resp.status_code != 400:
+        raise RuntimeError(f"warming the API: {url} answered {resp.status_code}: {resp.text[:200]}")
+
+
+def upstream_bytes(api: Any) -> dict[str, int]:
+    """The fleet call's body as it comes from the API to the dashboard server, in bytes on the wire:
+    asked with ``Accept-Encoding: gzip`` (as the server asks) and with ``identity``."""
+    import requests
+
+    from topogov_cli.sigv4 import signed_request
+
+    sizes = {}
+    url = api.url("/v1/topology", {"view": "capacity", "nodes": "true"})
+    for coding in ("gzip", "identity"):
+        with requests.Session() as http:
+            http.headers["Accept-Encoding"] = coding
+            resp = signed_request(
+                "GET", url, credentials=api.credentials(), region=api.region(), session=http, stream=True
+            )
+            try:
+                sizes[coding] = len(resp.raw.read(decode_content=False))
+            finally:
+                resp.close()
+    return sizes
 
 
 def summarize(found: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +284,8 @@ def summarize(found: dict[str, Any]) -> dict[str, Any]:
     return {
         "cells": found["cells"],
         "first_paint_ms": round(first["paint_ms"]),
+        "first_api_ms": round(first["api_end_ms"] - first["api_start_ms"]),
+        "first_draw_ms": round(first["drawn_ms"] - first["answer_ms"]),
         "paint_ms": median("paint_ms"),
         "files_ms": median("files_ms"),
         "api_ms": round(statistics.median(r["api_end_ms"] - r["api_start_ms"] for r in again)),
@@ -241,6 +297,8 @@ def summarize(found: dict[str, Any]) -> dict[str, Any]:
         "refresh_bytes": max(per_refresh) if per_refresh else None,
         "body_raw_bytes": first["api_body_raw"],
         "body_gzip_bytes": first["api_body_gzip"],
+        "upstream_gzip_bytes": found["upstream"]["gzip"],
+        "upstream_identity_bytes": found["upstream"]["identity"],
         "refreshes": found["refreshes"],
         "calls_per_refresh": round(len(found["calls"]) / refreshes, 2),
         "console_errors": found["errors"],
@@ -267,9 +325,10 @@ def report(rows: list[dict[str, Any]], as_json: bool) -> None:
             print(json.dumps(r))
         print(json.dumps({"targets_met": not problems, "missed": problems}))
         return
-    cols = ["nodes", "cells", "first_paint_ms", "paint_ms", "files_ms", "api_ms", "parse_ms", "draw_ms"]
-    cols.append("render_ms")
     print()
+    cols = ["nodes", "cells", "first_paint_ms", "first_api_ms", "first_draw_ms"]
+    print(table(cols, ([r[c] for c in cols] for r in rows)))
+    cols = ["nodes", "paint_ms", "files_ms", "api_ms", "parse_ms", "draw_ms", "render_ms"]
     print(table(cols, ([r[c] for c in cols] for r in rows)))
     cols = [
         "nodes",
@@ -277,6 +336,8 @@ def report(rows: list[dict[str, Any]], as_json: bool) -> None:
         "body_gzip_bytes",
         "body_raw_bytes",
         "files_bytes",
+        "upstream_gzip_bytes",
+        "upstream_identity_bytes",
         "refreshes",
         "calls_per_refresh",
     ]

@@ -45,7 +45,7 @@ import yaml
 
 from topogov_local.cluster import build, manifests
 from topogov_local.cluster.pki import IDENTITIES, Pki, make_pki
-from topogov_local.processes import ManagedProcess, free_port, python_module, stop_all
+from topogov_local.processes import ManagedProcess, free_port, python_module, spent, stop_all
 
 REPO = Path(__file__).resolve().parents[3]
 RBAC_MANIFEST = REPO / "deploy" / "rbac.yaml"
@@ -197,6 +197,7 @@ class ControlPlane:
         self._start_proxy()
         del admin
         self.timings["total"] = time.monotonic() - started
+        spent("cluster start", self.timings["total"])
 
     def _start_etcd(self, bins: Path) -> None:
         p = self.ports

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from topogov_local.processes import (
     record_child,
+    spent,
     supervised,
 )
 from topogov_local.rehearse.emulator import ACCOUNT, CDK, REGION, ROOT, STACK, RehearsalError
@@ -126,6 +127,7 @@ class Cdk:
         args = proc.topogov_args  # type: ignore[attr-defined]
         run = CdkRun(args, time.monotonic() - proc.topogov_started, output)  # type: ignore[attr-defined]
         self.runs.append(run)
+        spent(f"cdk {args[0]}", run.seconds)
         with open(self.log, "a", encoding="utf-8") as fh:
             fh.write(f"$ cdk {' '.join(args)}   ({run.seconds:.1f} s, exit {proc.returncode})\n{output}\n")
         if proc.returncode != 0:

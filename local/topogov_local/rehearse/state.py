@@ -1,7 +1,7 @@
 """A deployed stack read back through the services' own APIs: its resources, outputs and template
-(:func:`stack_state`), its API's routes, whether a resource still exists, and a deployed function's
-runtime as Lambda gives it (:class:`FunctionRuntime`: its environment, its role's credentials, its
-code package unpacked as ``/var/task``)."""
+(:func:`stack_state`), its API's routes and compression, whether a resource still exists, and a
+deployed function's runtime as Lambda gives it (:class:`FunctionRuntime`: its environment, its role's
+credentials, its code package unpacked as ``/var/task``)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,12 @@ def stack_state(cloudformation: Any, name: str = STACK) -> StackState:
     template = body if isinstance(body, dict) else json.loads(body)
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs") or []}
     return StackState(stack["StackStatus"], resources, outputs, template)
+
+
+def deployed_compression(apigateway: Any, rest_api_id: str) -> int | None:
+    """The deployed RestApi's ``minimumCompressionSize`` as GetRestApi reports it (None: off)."""
+    size = apigateway.get_rest_api(restApiId=rest_api_id).get("minimumCompressionSize")
+    return None if size is None else int(size)
 
 
 def deployed_routes(apigateway: Any, rest_api_id: str) -> dict[str, list[str]]:

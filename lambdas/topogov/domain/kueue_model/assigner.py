@@ -97,6 +97,7 @@ class Assignment:
     last_tried: list[dict[str, int]] = field(default_factory=list)
     generation: int = 0
     forced_mode: int | None = None
+    pending: bool | None = None  # pending_flavors(), once asked
 
     def mode(self) -> int:
         """``Assignment.RepresentativeMode`` (cached once TAS overrides it)."""
@@ -118,8 +119,10 @@ class Assignment:
         return "; ".join(parts)
 
     def pending_flavors(self) -> bool:
-        """``AssignmentClusterQueueState.PendingFlavors``."""
-        return any(idx != -1 for tried in self.last_tried for idx in tried.values())
+        """``AssignmentClusterQueueState.PendingFlavors`` (of the last attempt: set once assigned)."""
+        if self.pending is None:
+            self.pending = any(idx != -1 for tried in self.last_tried for idx in tried.values())
+        return self.pending
 
     def net_tas_usage(self, trees: Mapping[str, FlavorTree]) -> dict[str, list[DomainUsage]]:
         """``ComputeTASNetUsage``: per pod set placed, its domains once per *resource* assigned a TAS

@@ -110,15 +110,38 @@ def workload_fits(snap: Snapshot, req: Request, allow_borrowing: bool) -> bool:
     return not any(p.failure for p in find_all(snap.trees, req.tas).values())
 
 
-def _fill_back(snap: Snapshot, req: Request, targets: list[Target], allow_borrowing: bool) -> list[Target]:
+Move = Callable[[Admitted], None]
+
+
+def _movers(snap: Snapshot, req: Request) -> tuple[Move, Move]:
+    """How a candidate leaves the snapshot and comes back while the preemptor's fit is tried:
+    ``RemoveWorkload`` / ``AddWorkload``; when the preemptor has no pod set to place (the oracle's
+    question), only the quota usage, all that :func:`workload_fits` then reads."""
+    if any(req.tas.values()):
+        return snap.remove, snap.add
+    quota = snap.quota
+
+    def leave(victim: Admitted) -> None:
+        quota.add(victim.cluster_queue, victim.quota, -1)
+
+    def back(victim: Admitted) -> None:
+        quota.add(victim.cluster_queue, victim.quota)
+
+    return leave, back
+
+
+def _fill_back(
+    snap: Snapshot, req: Request, targets: list[Target], allow_borrowing: bool, moves: tuple[Move, Move]
+) -> list[Target]:
     """``fillBackWorkloads``, with its O(1) swap-delete (which reorders the targets)."""
+    leave, back = moves
     for i in range(len(targets) - 2, -1, -1):
-        snap.add(targets[i].victim)
+        back(targets[i].victim)
         if workload_fits(snap, req, allow_borrowing):
             targets[i] = targets[-1]
             targets.pop()
         else:
-            snap.remove(targets[i].victim)
+            leave(targets[i].victim)
     return targets
 
 
@@ -175,6 +198,7 @@ def _classical(snap: Snapshot, req: Request) -> list[Target]:
         attempts = [False, True]
     else:
         attempts = [True, False]
+    moves = leave, back = _movers(snap, req)
     for borrow in attempts:
         targets: list[Target] = []
         for victim, kind in candidates:
@@ -183,15 +207,15 @@ def _classical(snap: Snapshot, req: Request) -> list[Target]:
                     continue
                 if q.within_nominal(victim.cluster_queue, req.need):
                     continue
-            snap.remove(victim)
+            leave(victim)
             targets.append(Target(victim, _VARIANT_REASON[kind]))
             if workload_fits(snap, req, borrow):
-                targets = _fill_back(snap, req, targets, borrow)
+                targets = _fill_back(snap, req, targets, borrow, moves)
                 for t in targets:
-                    snap.add(t.victim)
+                    back(t.victim)
                 return targets
         for t in targets:
-            snap.add(t.victim)
+            back(t.victim)
     return []
 
 
@@ -333,7 +357,7 @@ def _fair(snap: Snapshot, req: Request) -> list[Target]:
         for t in targets:
             snap.add(t.victim)
         return []
-    targets = _fill_back(snap, req, targets, True)
+    targets = _fill_back(snap, req, targets, True, (snap.remove, snap.add))
     for t in targets:
         snap.add(t.victim)
     return targets
@@ -351,11 +375,11 @@ def oracle(snap: Snapshot) -> Callable[[str, Workload, FR, int], tuple[int, int]
         targets = get_targets(snap, Request(wl, cq, {fr: quantity}, frozenset({fr})))
         if not targets:
             return NO_CANDIDATES, snap.quota.borrow_height(cq, fr, quantity)[0]
-        for t in targets:
-            snap.remove(t.victim)
+        for t in targets:  # the quota alone: what borrow_height reads
+            snap.quota.add(t.victim.cluster_queue, t.victim.quota, -1)
         borrow = snap.quota.borrow_height(cq, fr, quantity)[0]
         for t in targets:
-            snap.add(t.victim)
+            snap.quota.add(t.victim.cluster_queue, t.victim.quota)
         return (PREEMPT if any(t.victim.cluster_queue == cq for t in targets) else RECLAIM), borrow
 
     return simulate

@@ -25,12 +25,14 @@ the cohort's resource node; they are only left out of the snapshot's ClusterQueu
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from topogov.domain.kueue_model.objects import ClusterQueue, ResourceQuota, cohort_members
 
 FR = tuple[str, str]  # (flavor, resource): resources.FlavorResource
+_NO_QUOTA = ResourceQuota(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,36 +99,78 @@ class QuotaState:
         self._cohort_frs: dict[str, set[FR]] = {
             c: {fr for m in ms for fr in self._quotas[m]} for c, ms in self.members.items()
         }
+        # the quotas never change: local quotas and the cohorts' quotas computed once; the cohorts'
+        # usage (the sum of their members' usage above local quota) kept up to date by add
+        self._local: dict[str, dict[FR, int]] = {
+            name: {
+                fr: max(0, rq.nominal - rq.lending_limit)
+                for fr, rq in quotas.items()
+                if rq.lending_limit is not None
+            }
+            for name, quotas in self._quotas.items()
+        }
+        self._cohort_quota: dict[tuple[str, FR], int] = {}
+        self._cohort_used: dict[str, dict[FR, int]] = {c: {} for c in self.members}
+        self._cohort_of: dict[str, str | None] = {
+            name: (q.cohort if q.cohort in self.members else None) for name, q in self.queues.items()
+        }
+
+    def copy(self) -> QuotaState:
+        """The same quotas and usage, to change on their own."""
+        other = copy.copy(self)
+        other.queues = dict(self.queues)
+        other.usage = {name: dict(usage) for name, usage in self.usage.items()}
+        other._cohort_used = {name: dict(usage) for name, usage in self._cohort_used.items()}
+        return other
 
     # -- usage -------------------------------------------------------------------------------------
     def add(self, cq: str, quota: Mapping[FR, int], sign: int = 1) -> None:
         usage = self.usage[cq]
+        cohort = self._cohort_of[cq]
+        if cohort is None:
+            for fr, value in quota.items():
+                usage[fr] = usage.get(fr, 0) + sign * value
+            return
+        local, pooled = self._local[cq], self._cohort_used[cohort]
         for fr, value in quota.items():
-            usage[fr] = usage.get(fr, 0) + sign * value
+            before = usage.get(fr, 0)
+            after = usage[fr] = before + sign * value
+            own = local.get(fr, 0)
+            change = max(0, after - own) - max(0, before - own)
+            if change:
+                pooled[fr] = pooled.get(fr, 0) + change
 
     def used(self, cq: str, fr: FR) -> int:
         return self.usage[cq].get(fr, 0)
 
     # -- one ClusterQueue --------------------------------------------------------------------------
     def quota(self, cq: str, fr: FR) -> ResourceQuota:
-        return self._quotas[cq].get(fr) or ResourceQuota(0)
+        return self._quotas[cq].get(fr) or _NO_QUOTA
 
     def frs(self, cq: str) -> list[FR]:
         return list(self._quotas[cq])
 
     def local_quota(self, cq: str, fr: FR) -> int:
-        q = self.quota(cq, fr)
-        return max(0, q.nominal - q.lending_limit) if q.lending_limit is not None else 0
+        """``max(0, nominal - lendingLimit)`` when a lending limit is set, else 0."""
+        return self._local[cq].get(fr, 0)
 
     def local_available(self, cq: str, fr: FR) -> int:
         """``LocalAvailable``."""
         return max(0, self.local_quota(cq, fr) - self.used(cq, fr))
 
     def cohort_quota(self, cohort: str, fr: FR) -> int:
-        return sum(self.quota(m, fr).nominal - self.local_quota(m, fr) for m in self.members.get(cohort, ()))
+        """The sum of the members' ``nominal - local``."""
+        value = self._cohort_quota.get((cohort, fr))
+        if value is None:
+            value = self._cohort_quota[(cohort, fr)] = sum(
+                self.quota(m, fr).nominal - self.local_quota(m, fr) for m in self.members.get(cohort, ())
+            )
+        return value
 
     def cohort_usage(self, cohort: str, fr: FR) -> int:
-        return sum(max(0, self.used(m, fr) - self.local_quota(m, fr)) for m in self.members.get(cohort, ()))
+        """The sum of the members' ``max(0, usage - local)`` (kept by :meth:`add`)."""
+        pooled = self._cohort_used.get(cohort)
+        return pooled.get(fr, 0) if pooled is not None else 0
 
     def available(self, cq: str, fr: FR) -> int:
         """``ClusterQueueSnapshot.Available`` (``available`` floored at 0)."""

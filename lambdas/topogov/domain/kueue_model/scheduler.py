@@ -24,7 +24,7 @@ it only matters to later entries of the same cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topogov.domain.kueue_model.assigner import (
@@ -44,6 +44,9 @@ from topogov.domain.kueue_model.preemption import Request, Target, get_targets, 
 from topogov.domain.kueue_model.quota import FR, compare_drs
 from topogov.domain.kueue_model.state import Admitted, PodSetAdmission, Snapshot
 from topogov.domain.kueue_model.topology import DomainUsage
+
+LastTried = tuple[Mapping[str, int], ...] | None
+_Answer = tuple[Assignment, tuple[Target, ...], str, LastTried]
 
 SKIPPED_OVERLAP = "Workload has overlapping preemption targets with another workload"
 SKIPPED_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
@@ -72,10 +75,10 @@ class Entry:
     status: str = ""  # "" (not nominated) | "skipped" | "assumed"
     requeue: str = ""  # "" | "FailedAfterNomination" | "PendingPreemption"
     admitted: Admitted | None = None
+    workload: Workload = field(init=False)  # the head's
 
-    @property
-    def workload(self) -> Workload:
-        return self.head.workload
+    def __post_init__(self) -> None:
+        self.workload = self.head.workload
 
 
 @dataclass(slots=True)
@@ -131,6 +134,103 @@ def nominate(snap: Snapshot, head: Head, generation: int) -> Entry:
             else:
                 apply_placements(assignment, find_all(ctx.trees, tas, simulate_empty=True))
     return Entry(head, cq, assignment, targets, assignment.message(), tuple(assignment.last_tried))
+
+
+class Nominations:
+    """What :func:`nominate` answered since the snapshot last changed, by the question asked.
+
+    A nomination is a function of the snapshot and of the head's ClusterQueue, pod sets (counts,
+    requests, topology request, ``nodeSelector``, tolerations), priority, flavor-attempt state and
+    queue generation — and of its creation time only where a queue preempts
+    ``LowerOrNewerEqualPriority`` (``SatisfiesPreemptionPolicy``) — never of its name. A head asking
+    what another asked since gets the same assignment, targets and message, without the search
+    (Kueue searches again; the answer is the same).
+
+    Of the snapshot it reads only its own cohort (the quota, admitted workloads and active queues of
+    the cohort's members, or of the queue alone without one) and, when it places pods on the usage,
+    the TAS trees (counted by ``FlavorTree.reads``). So a change in one ClusterQueue
+    (:meth:`changed`: an admission, a finish, an eviction) forgets the answers of its cohort and those
+    that read a tree; anything else (:meth:`clear`) forgets them all."""
+
+    def __init__(self, queues: Mapping[str, ClusterQueue]) -> None:
+        self.by_created = any(
+            "LowerOrNewerEqualPriority"
+            in (q.preemption.within_cluster_queue, q.preemption.reclaim_within_cohort)
+            for q in queues.values()
+        )
+        self.scope = {name: q.cohort or name for name, q in queues.items()}
+        self.placed: dict[Hashable, _Answer] = {}  # the answers that read a tree's usage
+        self.unplaced: dict[str, dict[Hashable, _Answer]] = {}  # the others, by cohort (or queue)
+        self._shapes: dict[str, tuple[Workload, int]] = {}  # name -> (its workload, its shape's id)
+        self._ids: dict[Hashable, int] = {}  # shape -> a small number, quicker to hash
+        self._lasts: dict[int, tuple[object, Hashable]] = {}  # id(last_tried) -> (it, its key)
+
+    def clear(self) -> None:
+        self.placed.clear()
+        self.unplaced.clear()
+
+    def changed(self, cq: str) -> None:
+        """``cq``'s admitted workloads changed (and so the TAS usage)."""
+        self.placed.clear()
+        self.unplaced.pop(self.scope[cq], None)
+
+    def shape(self, wl: Workload) -> int:
+        """The id of what a nomination reads of ``wl``."""
+        known = self._shapes.get(wl.name)
+        if known is not None and known[0] is wl:
+            return known[1]
+        if len(self._shapes) > 200_000:
+            self._shapes.clear()
+            self._lasts.clear()
+        key = (
+            wl.cluster_queue,
+            wl.priority,
+            wl.created if self.by_created else None,
+            tuple(
+                (
+                    ps.name,
+                    ps.count,
+                    tuple(sorted(ps.requests.items())),
+                    ps.topology,
+                    tuple(sorted(ps.node_selector.items())),
+                    ps.tolerations,
+                )
+                for ps in wl.pod_sets
+            ),
+        )
+        shape = self._ids.setdefault(key, len(self._ids))
+        self._shapes[wl.name] = (wl, shape)
+        return shape
+
+    def _last(self, last: tuple[Mapping[str, int], ...] | None) -> Hashable:
+        """A flavor-attempt state as a key (the same state object is shared by many heads)."""
+        if last is None:
+            return None
+        known = self._lasts.get(id(last))
+        if known is None or known[0] is not last:
+            known = self._lasts[id(last)] = (last, tuple(tuple(sorted(tried.items())) for tried in last))
+        return known[1]
+
+    def nominate(self, snap: Snapshot, head: Head, generation: int) -> Entry:
+        """:func:`nominate`, or the answer to the same question since the last change."""
+        last = head.last_tried if head.last_tried is not None and generation <= head.last_generation else None
+        key = (self.shape(head.workload), generation, self._last(last))
+        scope = self.scope[head.workload.cluster_queue]
+        unplaced = self.unplaced.setdefault(scope, {})
+        known = self.placed.get(key) or unplaced.get(key)
+        if known is None:
+            reads = sum(t.reads for t in snap.trees.values())
+            e = nominate(snap, head, generation)
+            answer = (e.assignment, tuple(e.targets), e.message, e.last_tried)
+            if sum(t.reads for t in snap.trees.values()) != reads:
+                self.placed[key] = answer
+            else:
+                unplaced[key] = answer
+            return e
+        assignment, targets, message, last_tried = known
+        return Entry(
+            head, snap.queues[head.workload.cluster_queue], assignment, list(targets), message, last_tried
+        )
 
 
 def _classical_order(entries: list[Entry]) -> list[Entry]:
@@ -216,10 +316,14 @@ def _admission(e: Entry, now: float, snap: Snapshot) -> Admitted:
     return admitted
 
 
-def run_cycle(snap: Snapshot, heads: Sequence[tuple[Head, int]], now: float) -> CycleOutcome:
+def run_cycle(
+    snap: Snapshot, heads: Sequence[tuple[Head, int]], now: float, nominations: Nominations | None = None
+) -> CycleOutcome:
     """One cycle over ``heads`` (each with its ClusterQueue's generation). The snapshot is unchanged
-    on return; the outcome says what was admitted, preempted and requeued."""
-    out = CycleOutcome([nominate(snap, head, gen) for head, gen in heads])
+    on return; the outcome says what was admitted, preempted and requeued. ``nominations``: the
+    answers since the snapshot last changed, reused (all heads are nominated before any change)."""
+    nom = nominate if nominations is None else nominations.nominate
+    out = CycleOutcome([nom(snap, head, gen) for head, gen in heads])
     undo: list[tuple[str, dict[FR, int], dict[str, list[DomainUsage]]]] = []
     preempted: dict[str, Admitted] = {}
     pop = (

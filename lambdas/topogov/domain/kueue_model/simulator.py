@@ -35,6 +35,7 @@ Time is an input: ``submit`` takes the workload's creation time, the other event
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
@@ -50,7 +51,7 @@ from topogov.domain.kueue_model.objects import (
     Workload,
 )
 from topogov.domain.kueue_model.preemption import preemption_message
-from topogov.domain.kueue_model.scheduler import Head, run_cycle
+from topogov.domain.kueue_model.scheduler import Head, Nominations, run_cycle
 from topogov.domain.kueue_model.state import Admitted, PodSetAdmission, Snapshot
 from topogov.domain.kueue_model.topology import FlavorTree
 
@@ -97,6 +98,17 @@ class _Record:
     last_generation: int = 0
     requeued: bool = True  # the Requeued condition is not False
 
+    def copy(self) -> _Record:
+        return _Record(
+            self.workload,
+            self.admitted,
+            self.reason,
+            self.message,
+            self.last_tried,
+            self.last_generation,
+            self.requeued,
+        )
+
 
 @dataclass(slots=True)
 class _Queue:
@@ -104,22 +116,64 @@ class _Queue:
     where: dict[str, str] = field(default_factory=dict)  # name -> "heap" | "inadmissible"
     sticky: str = ""
     generation: int = 0
+    heads: int = 0  # how many names are in the heap
+    parked: dict[str, None] = field(default_factory=dict)  # the inadmissible names
+
+    def copy(self) -> _Queue:
+        return _Queue(
+            list(self.heap), dict(self.where), self.sticky, self.generation, self.heads, dict(self.parked)
+        )
+
+    def reorder(self, workloads: Mapping[str, Workload]) -> None:
+        """The heap made again from the workloads in it (``workloads``: each one's current object),
+        without the entries of workloads deleted since (a name submitted again after a delete sorts
+        by its new priority and creation time only)."""
+        self.heap = [
+            (-wl.priority, wl.created, wl.key, wl.name)
+            for name, where in self.where.items()
+            if where == "heap"
+            for wl in (workloads[name],)
+        ]
+        heapq.heapify(self.heap)
+
+    def _move(self, name: str, where: str | None) -> None:
+        old = self.where.get(name)
+        if old == "heap":
+            self.heads -= 1
+        elif old == "inadmissible":
+            del self.parked[name]
+        if where is None:
+            self.where.pop(name, None)
+            return
+        self.where[name] = where
+        if where == "heap":
+            self.heads += 1
+        else:
+            self.parked[name] = None
 
     def push(self, wl: Workload) -> None:
         if self.where.get(wl.name) != "heap":
-            self.where[wl.name] = "heap"
+            self._move(wl.name, "heap")
             heapq.heappush(self.heap, (-wl.priority, wl.created, wl.key, wl.name))
 
+    def push_all(self, workloads: Sequence[Workload]) -> None:
+        """:meth:`push` of each, the heap ordered once (the same pops: its entries are unique)."""
+        for wl in workloads:
+            if self.where.get(wl.name) != "heap":
+                self._move(wl.name, "heap")
+                self.heap.append((-wl.priority, wl.created, wl.key, wl.name))
+        heapq.heapify(self.heap)
+
     def park(self, name: str) -> None:
-        self.where[name] = "inadmissible"
+        self._move(name, "inadmissible")
 
     def drop(self, name: str) -> None:
-        self.where.pop(name, None)
+        self._move(name, None)
         if self.sticky == name:
             self.sticky = ""
 
     def has_heads(self) -> bool:
-        return any(w == "heap" for w in self.where.values())
+        return self.heads > 0
 
     def pop(self) -> str:
         if self.sticky and self.where.get(self.sticky) == "heap":
@@ -127,12 +181,12 @@ class _Queue:
         else:
             name = ""
             while self.heap:
-                *_, candidate = heapq.heappop(self.heap)
+                candidate = heapq.heappop(self.heap)[3]
                 if self.where.get(candidate) == "heap":
                     name = candidate
                     break
         if name:
-            del self.where[name]
+            self._move(name, None)
         return name
 
 
@@ -157,9 +211,35 @@ class Cluster:
         queues = {q.name: q for q in cluster_queues}
         self.snapshot = Snapshot(queues, self.flavors, self._trees(), fair_sharing=fair_sharing)
         self.queues = {name: _Queue() for name in queues}
+        self._order = sorted(self.queues)
+        self.nominations = Nominations(queues)  # cleared by every change of the snapshot
         self.records: dict[str, _Record] = {}
         self.requeue_batch_s = requeue_batch_s
         self._requeue_due: dict[str, float] = {}  # ClusterQueue -> when its inadmissible move back
+
+    def copy(self) -> Cluster:
+        """The cluster as it is now, to advance on its own (one forecast of many from one state):
+        queues, records and the snapshot's usage are copied; nodes, flavors, topologies and the
+        workloads themselves (immutable) are shared."""
+        other = copy.copy(self)
+        other.nodes, other.non_tas_pods = dict(self.nodes), dict(self.non_tas_pods)
+        other.snapshot = self.snapshot.copy()
+        other.queues = {name: queue.copy() for name, queue in self.queues.items()}
+        other.nominations = Nominations(other.snapshot.queues)
+        other.records = {name: rec.copy() for name, rec in self.records.items()}
+        other._requeue_due = dict(self._requeue_due)
+        return other
+
+    def forget_requeues(self) -> None:
+        """Drop the requeues of inadmissible workloads that events since the start asked for (a
+        cluster kept as the start of forecasts: one built afresh from the same workloads has none)."""
+        self._requeue_due.clear()
+
+    def reorder_queues(self) -> None:
+        """Each queue's heap made again (see :meth:`_Queue.reorder`)."""
+        workloads = {name: rec.workload for name, rec in self.records.items()}
+        for queue in self.queues.values():
+            queue.reorder(workloads)
 
     # -- topology ----------------------------------------------------------------------------------
     def _trees(self) -> dict[str, FlavorTree]:
@@ -174,6 +254,7 @@ class Cluster:
         """A node or non-TAS pod changed: new trees with the admitted usage, and every active queue's
         inadmissible workloads retried (TAS ``rfReconciler``: ``NotifyRetryInadmissible``)."""
         self.snapshot.trees = self._trees()
+        self.nominations.clear()
         for adm in self.snapshot.all_admitted():
             for flavor, usage in adm.tas.items():
                 if flavor in self.snapshot.trees:
@@ -214,6 +295,7 @@ class Cluster:
         admitted.compute_usage(self.snapshot.trees)
         self.records[wl.name] = _Record(wl, admitted)
         self.snapshot.add(admitted)
+        self.nominations.changed(wl.cluster_queue)
         return admitted
 
     def finish(self, name: str, now: float) -> None:
@@ -230,6 +312,7 @@ class Cluster:
         if rec.admitted is not None:
             self.snapshot.remove(rec.admitted)
             self.queues[cq].generation += 1
+            self.nominations.changed(cq)
         self.queues[cq].drop(name)
         self._notify(cq, now)
 
@@ -237,13 +320,14 @@ class Cluster:
         """Change a ClusterQueue's ``stopPolicy``; ``HoldAndDrain`` evicts its admitted workloads."""
         queue = dataclasses.replace(self.snapshot.queues[cq], stop_policy=policy)
         self.snapshot.queues[cq] = self.snapshot.quota.queues[cq] = queue
+        self.nominations.clear()
         evicted = []
         if policy == "None":
             # the workload controller sets Requeued=True on workloads the stop evicted
             # ("ClusterQueueRestarted"); they return with the inadmissible requeue, after the heads
             # already in the heap (workload_controller.go, isDisabledRequeuedByClusterQueueStopped)
             self.snapshot.active.add(cq)
-            for name in [n for n, w in self.queues[cq].where.items() if w == "inadmissible"]:
+            for name in self.queues[cq].parked:
                 self.records[name].requeued = True
         else:
             self.snapshot.active.discard(cq)
@@ -269,6 +353,7 @@ class Cluster:
         assert rec.admitted is not None
         cq = rec.admitted.cluster_queue
         self.snapshot.remove(rec.admitted)
+        self.nominations.changed(cq)
         rec.admitted, rec.requeued, rec.last_tried = None, requeued, None
         queue = self.queues[cq]
         queue.generation += 1
@@ -292,16 +377,13 @@ class Cluster:
             queue = self.queues[name]
             if name not in self.snapshot.active:
                 continue
-            for wl_name in [n for n, w in queue.where.items() if w == "inadmissible"]:
-                rec = self.records[wl_name]
-                if rec.requeued:
-                    queue.push(rec.workload)
+            queue.push_all([self.records[n].workload for n in queue.parked if self.records[n].requeued])
 
     # -- cycles ------------------------------------------------------------------------------------
     def cycle(self, now: float) -> CycleResult:
         """One admission cycle at ``now``: the heads of the active queues, in name order."""
         heads = []
-        for name in sorted(self.queues):
+        for name in self._order:
             if name not in self.snapshot.active:
                 continue
             popped = self.queues[name].pop()
@@ -313,7 +395,7 @@ class Cluster:
         result = CycleResult()
         if not heads:
             return result
-        outcome = run_cycle(self.snapshot, heads, now)
+        outcome = run_cycle(self.snapshot, heads, now, self.nominations)
         for e in outcome.entries:
             rec = self.records[e.workload.name]
             queue = self.queues[e.cq.name]
@@ -321,6 +403,7 @@ class Cluster:
                 assert e.admitted is not None
                 rec.admitted, rec.reason, rec.message, rec.last_tried = e.admitted, "", "", None
                 self.snapshot.add(e.admitted)
+                self.nominations.changed(e.cq.name)
                 queue.drop(rec.workload.name)
                 result.admitted.append(e.admitted)
                 continue
@@ -329,8 +412,7 @@ class Cluster:
             if e.requeue == "PendingPreemption":
                 queue.sticky = rec.workload.name
             immediate = e.status == "skipped" or e.requeue == "PendingPreemption"
-            pending_flavors = any(i != -1 for tried in e.last_tried or () for i in tried.values())
-            if immediate or pending_flavors:
+            if immediate or (e.last_tried is not None and e.assignment.pending_flavors()):
                 queue.push(rec.workload)
             else:
                 queue.park(rec.workload.name)

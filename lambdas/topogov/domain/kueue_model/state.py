@@ -14,6 +14,7 @@ simulated removals) and every change it does not keep is undone (``SimulateWorkl
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -90,6 +91,17 @@ class Snapshot:
         self.workloads: dict[str, dict[str, Admitted]] = {name: {} for name in self.queues}
         self.fair_sharing = fair_sharing
         self.active: set[str] = {n for n, q in self.queues.items() if q.stop_policy == "None"}
+
+    def copy(self) -> Snapshot:
+        """The same queues, admitted workloads and usage, to change on their own (admitted workloads
+        themselves are never changed: they are shared)."""
+        other = copy.copy(self)
+        other.queues = dict(self.queues)
+        other.trees = {name: tree.copy() for name, tree in self.trees.items()}
+        other.quota = self.quota.copy()
+        other.workloads = {name: dict(admitted) for name, admitted in self.workloads.items()}
+        other.active = set(self.active)
+        return other
 
     def trees_of(self, cq: str) -> dict[str, FlavorTree]:
         """``ClusterQueueSnapshot.TASFlavors``: the TAS trees of the flavors the queue lists."""

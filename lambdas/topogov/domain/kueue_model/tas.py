@@ -31,7 +31,9 @@ balanced placement, node affinity and node replacement are out of scope (see the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import copy
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topogov.domain.kueue_model.objects import PODS, Toleration, TopologyRequest
@@ -79,7 +81,14 @@ class Placement:
 
 
 class _Counts:
-    """Phase 1 for one pod set: per-level pod counts and what the exclusion message needs."""
+    """Phase 1 for one pod set: per-level pod counts, how many domains of each level hold each count
+    (``hists``: the level search reads the largest and the smallest sufficient count there instead of
+    scanning every domain), and what the exclusion message needs.
+
+    Without assumed usage, one is kept per question in the tree and *caught up* with the leaves whose
+    usage changed since it was counted (:meth:`catch_up`: each changed leaf's new count and the
+    difference added to its ancestors), the same integer sums as a recount
+    (tests/unit/test_kueue_model_counts.py compares them after random admissions and finishes)."""
 
     def __init__(
         self,
@@ -91,12 +100,11 @@ class _Counts:
         selector: Mapping[str, str],
     ) -> None:
         self.tree = tree
-        classes = tree.leaf_empty_class if simulate_empty else tree.leaf_class
-        remaining_of = tree.class_remaining
-        per_class = {c: count_in(requests, remaining_of[c]) for c in set(classes)}
-        class_count = {c: n for c, (n, _) in per_class.items()}
+        self.requests = requests
+        # the tree's own list, changed in place by change_usage (read at the counts' position)
+        self.classes = tree.leaf_empty_class if simulate_empty else tree.leaf_class
+        self.per_class: dict[int, tuple[int, str]] = {}
         self.leaf_limit: dict[int, str] = {}
-        state = [class_count[c] for c in classes]
         self.excluded: dict[int, str] = {}  # leaf -> "taint ..." | "nodeSelector"
         if tree.lowest_is_host:
             for i in tree.tainted:
@@ -110,15 +118,46 @@ class _Counts:
                 for i in tree.unselected(selector):
                     if i not in self.excluded:
                         self.excluded[i] = "nodeSelector"
+        self.states: list[list[int]] = []
+        self.hists: list[dict[int, int]] = []
+        self.leaf_state: list[int] = []
+        self.synced = 0
+        self._count(assumed, simulate_empty)
+
+    def copy(self, tree: FlavorTree) -> _Counts:
+        """These counts for a copy of their tree (:meth:`FlavorTree.copy`)."""
+        other = copy.copy(self)
+        other.tree = tree
+        other.classes = (
+            tree.leaf_empty_class if self.classes is self.tree.leaf_empty_class else tree.leaf_class
+        )
+        other.per_class = dict(self.per_class)
+        other.states = [list(level) for level in self.states]
+        other.hists = [dict(h) for h in self.hists]
+        other.leaf_state = other.states[-1] if other.states else list(self.leaf_state)
+        return other
+
+    def _class_count(self, cls: int) -> int:
+        counted = self.per_class.get(cls)
+        if counted is None:
+            counted = self.per_class[cls] = count_in(self.requests, self.tree.class_remaining[cls])
+        return counted[0]
+
+    def _count(self, assumed: Mapping[int, Mapping[str, int]], simulate_empty: bool) -> None:
+        """Every leaf counted and summed up the levels."""
+        tree = self.tree
+        for c in set(self.classes):
+            self._class_count(c)
+        state = [self.per_class[c][0] for c in self.classes]
         for i, extra in assumed.items():
             remaining = tree.remaining(i, simulate_empty=simulate_empty)
             for name, value in extra.items():
                 remaining[name] = remaining.get(name, 0) - value
-            state[i], self.leaf_limit[i] = count_in(requests, remaining)
+            state[i], self.leaf_limit[i] = count_in(self.requests, remaining)
         for i in self.excluded:
             state[i] = 0
-        self.classes, self.per_class, self.leaf_state = classes, per_class, state
-        self.states: list[list[int]] = [[] for _ in tree.levels]
+        self.leaf_state = state
+        self.states = [[] for _ in tree.levels]
         if tree.levels:
             self.states[-1] = state
             for lvl in range(len(tree.levels) - 1, 0, -1):
@@ -126,6 +165,38 @@ class _Counts:
                 for p, s in zip(tree.parent[lvl], self.states[lvl], strict=True):
                     acc[p] += s
                 self.states[lvl - 1] = acc
+        self.hists = [dict(Counter(s)) for s in self.states]
+        self.synced = tree.position
+
+    def catch_up(self) -> None:
+        """Bring live counts (no assumed usage, not as if empty) to the tree's current usage."""
+        tree = self.tree
+        end = tree.position
+        if self.synced == end:
+            return
+        start = self.synced - tree.changed_base
+        if start < 0 or end - self.synced > len(self.leaf_state) // 4:
+            self._count({}, False)
+            return
+        self.synced = end
+        states, hists, parent = self.states, self.hists, tree.parent
+        bottom = len(states) - 1
+        for i in set(tree.changed[start:]):
+            new = 0 if i in self.excluded else self._class_count(self.classes[i])
+            delta = new - states[bottom][i]
+            if not delta:
+                continue
+            d = i
+            for lvl in range(bottom, -1, -1):
+                level_state, hist = states[lvl], hists[lvl]
+                old = level_state[d]
+                level_state[d] = old + delta
+                if hist[old] == 1:
+                    del hist[old]
+                else:
+                    hist[old] -= 1
+                hist[old + delta] = hist.get(old + delta, 0) + 1
+                d = parent[lvl][d]
 
     def exclusions(self) -> str:
         """``". Total nodes: N; excluded: ..."`` or ``""`` (``ExclusionStats``)."""
@@ -157,21 +228,26 @@ def _counts(
     tolerations: Sequence[Toleration],
     selector: Mapping[str, str],
 ) -> _Counts:
-    """:class:`_Counts`, computed once per tree usage for the same question when nothing is assumed
-    (the heads of a cycle and their retries ask it again and again; a placement only reads it)."""
+    """:class:`_Counts`, kept per question when nothing is assumed (the heads of a cycle and their
+    retries ask it again and again; a placement only reads it): as if empty once, else caught up
+    with the usage's changes."""
+    if not simulate_empty:
+        tree.reads += 1
     if assumed:
         return _Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
     key = (
-        -1 if simulate_empty else tree.version,
+        simulate_empty,
         tuple(sorted(requests.items())),
         tuple(tolerations),
         tuple(sorted(selector.items())),
     )
-    counts = tree.memo.get(key)
+    counts: _Counts | None = tree.memo.get(key)
     if counts is None:
         if len(tree.memo) > 256:
             tree.memo.clear()
         counts = tree.memo[key] = _Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
+    elif not simulate_empty:
+        counts.catch_up()
     return counts
 
 
@@ -201,11 +277,30 @@ def _take(domains: Sequence[int], count: int, state: Sequence[int], best_fit: bo
     return []
 
 
-def _sorted(domains: Sequence[int], state: Sequence[int], best_fit: bool) -> list[int]:
-    """``sortedDomains`` without slices: pods held descending (BestFit) or ascending, then values."""
-    if best_fit:
-        return sorted(domains, key=lambda d: (-state[d], d))
-    return sorted(domains, key=lambda d: (state[d], d))
+def _sorted(domains: Iterable[int], state: Sequence[int], best_fit: bool) -> list[int]:
+    """``sortedDomains`` without slices: pods held descending (BestFit) or ascending, then values
+    (a domain's index is its rank by values: sorting the indices first, then stably by count)."""
+    return sorted(sorted(domains), key=state.__getitem__, reverse=best_fit)
+
+
+def _smallest_holding(hist: Mapping[int, int], count: int) -> int | None:
+    """The smallest count a domain of the level holds that is at least ``count``."""
+    best = None
+    for held in hist:
+        if held >= count and (best is None or held < best):
+            best = held
+    return best
+
+
+def _ascending_nonzero(state: list[int], hist: Mapping[int, int]) -> Iterator[int]:
+    """The domains holding a non-zero count, by count then values (``sortedDomains`` ascending)."""
+    for held in sorted(hist):
+        if held == 0:
+            continue
+        d = -1
+        for _ in range(hist[held]):
+            d = state.index(held, d + 1)
+            yield d
 
 
 def _not_fit(tree: FlavorTree, counts: _Counts, fit: int, total: int) -> str:
@@ -221,41 +316,38 @@ def _not_fit(tree: FlavorTree, counts: _Counts, fit: int, total: int) -> str:
 def _find_level(
     tree: FlavorTree, counts: _Counts, level: int, required: bool, count: int, lfc: bool
 ) -> tuple[int, list[int], str]:
-    """``findLevelWithFitDomains``: the level and its chosen domains, or a failure reason."""
+    """``findLevelWithFitDomains``: the level and its chosen domains, or a failure reason. One domain
+    that holds the pods is the first (by values) of the smallest sufficient count, for BestFit
+    (``findBestFitDomain`` from the largest) and LeastFreeCapacity alike."""
     state = counts.states[level]
     n = len(state)
     if n == 0:
         return 0, [], f"no topology domains at level: {tree.levels[level]}"
+    hist = counts.hists[level]
+    order: Iterable[int]
     if lfc:
-        best = -1
-        for d in range(n):
-            if state[d] >= count and (best < 0 or state[d] < state[best]):
-                best = d
-        if best >= 0:
-            return level, [best], ""
-        order = _sorted([d for d in range(n) if state[d] != 0], state, False)
+        fit = _smallest_holding(hist, count)
+        if fit is not None:
+            return level, [state.index(fit)], ""
+        order = _ascending_nonzero(state, hist)
     else:
-        top = 0
-        for d in range(1, n):
-            if state[d] > state[top]:
-                top = d
-        if state[top] >= count:
-            best = top
-            for d in range(n):
-                if count <= state[d] < state[best]:
-                    best = d
-            return level, [best], ""
+        top = max(hist)
+        if top >= count:
+            fit = _smallest_holding(hist, count)
+            assert fit is not None
+            return level, [state.index(fit)], ""
         if required:
-            return 0, [], _not_fit(tree, counts, state[top], count)
+            return 0, [], _not_fit(tree, counts, top, count)
         if level > 0:
             return _find_level(tree, counts, level - 1, required, count, lfc)
         order = _sorted(range(n), state, True)
     results, remaining = [], count
+    ordered = order if isinstance(order, list) else []  # BestFit's, for its last swap
     for idx, d in enumerate(order):
         if remaining <= 0:
             break
         if not lfc and state[d] >= remaining:
-            d = _best_fit(order[idx:], state, remaining)
+            d = _best_fit(ordered[idx:], state, remaining)
         results.append(d)
         remaining -= state[d]
     if remaining > 0:
@@ -301,8 +393,8 @@ def find_assignment(
     best_fit = not lfc
     current = _take(domains, request.count, counts.states[fit_level], best_fit)
     for lvl in range(fit_level, len(tree.levels) - 1):
-        pooled = [c for d, _ in current for c in tree.children[lvl][d]]
         state = counts.states[lvl + 1]
+        pooled = (c for d, _ in current for c in tree.children[lvl][d])
         current = _take(_sorted(pooled, state, best_fit), request.count, state, best_fit)
     leaves = sorted((d, n) for d, n in current if n != 0)
     start = len(tree.levels) - 1 if tree.lowest_is_host else 0
@@ -310,6 +402,15 @@ def find_assignment(
     return Placement(
         TopologyAssignment(tuple(tree.levels[start:]), tuple((values[d][start:], n) for d, n in leaves))
     )
+
+
+def level_counts(tree: FlavorTree, request: TASRequest, *, simulate_empty: bool = False) -> list[list[int]]:
+    """Phase 1's pods per domain of each level for ``request``'s pods (each level's domains in value
+    order), as a placement reads them: for tests and explanations."""
+    requests = {**request.requests, PODS: request.requests.get(PODS, 0) + 1}
+    tolerations = (*request.tolerations, *tree.tolerations)
+    counts = _counts(tree, requests, {}, simulate_empty, tolerations, request.node_selector)
+    return [list(level) for level in counts.states]
 
 
 def find_assignments(

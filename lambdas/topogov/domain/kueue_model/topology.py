@@ -26,6 +26,7 @@ hold the same number of any pod, so a placement computes one count per class, no
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,8 +127,12 @@ class FlavorTree:
             self.leaf_empty_class.append(self._intern(self._free[i], {}))
         self.leaf_class = list(self.leaf_empty_class)
         self._unselected: dict[frozenset[tuple[str, str]], tuple[int, ...]] = {}
-        self.version = 0  # the usage's: bumped by every change_usage
-        self.memo: dict[Any, Any] = {}  # per (version, question): answers read-only to their users
+        # the leaves whose usage changed, in order, from the absolute position ``changed_base``: what
+        # was counted from the usage (tas._Counts) catches up from it instead of counting afresh
+        self.changed: list[int] = []
+        self.changed_base = 0
+        self.memo: dict[Any, Any] = {}  # per question: answers read-only to their users
+        self.reads = 0  # how many times a placement read the usage (scheduler.Nominations)
 
     def unselected(self, selector: Mapping[str, str]) -> tuple[int, ...]:
         """The leaves (hosts) whose labels ``selector`` does not match, computed once per selector
@@ -158,20 +163,41 @@ class FlavorTree:
 
     def change_usage(self, usage: Iterable[DomainUsage], sign: int) -> None:
         """Add (``sign`` 1) or remove (-1) TAS usage: ``updateTASUsage`` of each domain."""
-        self.version += 1  # what was computed from the usage before (tas._Counts) no longer holds
+        changed = self.changed
         for u in usage:
             i = self.leaf_of(u.values)
             if i is None:
                 continue  # "skip accounting for TAS usage in domain"
-            used = self._used.setdefault(i, {})
+            changed.append(i)
+            used = dict(self._used.get(i, ()))  # a new dict: a copy of the tree may share the old
             for name, value in u.single.items():
                 used[name] = used.get(name, 0) + sign * value * u.count
             used[PODS] = used.get(PODS, 0) + sign * u.count
             if not any(used.values()):
-                del self._used[i]
+                self._used.pop(i, None)
                 self.leaf_class[i] = self.leaf_empty_class[i]
             else:
+                self._used[i] = used
                 self.leaf_class[i] = self._intern(self._free[i], used)
+        if len(changed) > 4 * len(self.leaf_ids) + 1024:  # what is that far behind counts afresh
+            self.changed_base += len(changed)
+            self.changed = []
+
+    def copy(self) -> FlavorTree:
+        """A tree with this one's usage, to change on its own: nodes, structure and capacity classes
+        are shared (the class table only grows, and a class is its content), the usage and what was
+        counted from it are copied."""
+        other = copy.copy(self)
+        other.leaf_class = list(self.leaf_class)
+        other._used = dict(self._used)  # change_usage replaces a leaf's dict, never changes it
+        other.changed, other.changed_base = [], self.position
+        other.memo = {key: counts.copy(other) for key, counts in self.memo.items()}
+        return other
+
+    @property
+    def position(self) -> int:
+        """How many leaf changes the usage has seen (counts synced there are up to date)."""
+        return self.changed_base + len(self.changed)
 
     def remaining(self, leaf: int, *, simulate_empty: bool = False) -> dict[str, int]:
         """Free capacity minus TAS usage (minus nothing when simulating an empty flavor)."""
@@ -181,6 +207,7 @@ class FlavorTree:
     def fits(self, usage: Iterable[DomainUsage]) -> bool:
         """``TASFlavorSnapshot.Fits``: every domain of the usage still holds its pods (each checked on
         its own, with the single-pod requests only, no ``pods``)."""
+        self.reads += 1
         for u in usage:
             i = self.leaf_of(u.values)
             if i is None:

@@ -67,6 +67,7 @@ class WorkloadView:
     conditions: tuple[Condition, ...]
     admitted_queue: str | None  # status.admission.clusterQueue, while it holds quota
     pod_set_assignments: tuple[PodSetAssignment, ...]
+    resource_version: str = ""  # metadata.resourceVersion: a changed object has a new one
     owner_kind: str = ""  # the first owner's kind: Job, or HyperPodPyTorchJob (hyp create hyp-pytorch-job)
     owner_name: str = ""
 
@@ -93,6 +94,7 @@ class WorkloadView:
             conditions_of(status),
             admission.get("clusterQueue") or None,
             tuple([_assignment(psa) for psa in admission.get("podSetAssignments") or ()]),
+            str(meta.get("resourceVersion", "")),
             str(owners[0].get("kind", "")),
             str(owners[0].get("name", "")),
         )

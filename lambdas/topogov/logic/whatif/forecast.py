@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -84,6 +84,7 @@ class Estimate:
     unknown_ends: tuple[str, ...] = ()  # running jobs with no expected end, taken to run on
     relaxed: bool = False  # started only after its fallbackAfter relaxed it to preferred
     cut_short: bool = False  # the run was stopped (its time budget) before this job started
+    age_s: float = 0.0  # how much earlier than asked the forecast was made (a kept run's)
     overdue: tuple[str, ...] = ()  # running jobs already past their expected end, taken to end now
 
     def to_json(self) -> dict[str, Any]:
@@ -181,48 +182,166 @@ def forecast(
     horizon_s: float = HORIZON_S,
     stopped: Collection[str] = (),
     stop: Callable[[], bool] | None = None,
+    now_s: float = 0.0,
 ) -> dict[str, Estimate]:
     """The estimate of each queued job (or of ``targets`` only: the run stops once they started);
     ``stopped``: ClusterQueues held (``stopPolicy``), which admit nothing; ``stop``: asked between
     steps, True ends the run (the caller's time budget) and the jobs not started yet are
-    ``cut_short``."""
-    return _Forecast(model, running, queued, targets, stopped).run(horizon_s, stop)
+    ``cut_short``. Times (starts, fallbacks, creation) are on the clock of ``now_s``; the estimates'
+    are from ``now_s``."""
+    cluster = model.cluster(running)
+    for q in queued:
+        cluster.submit(q.workload)
+    run = _Forecast(cluster, running, queued, stopped, now_s, horizon_s)
+    return run.until([q.workload.name for q in queued] if targets is None else targets, stop)
+
+
+class Forecaster:
+    """Forecasts for one model (snapshot and policy) from what a warm Lambda keeps between requests.
+
+    **The cluster**: built once for a set of running jobs — each held admission and its start — and
+    brought up to date when only the queued Workloads changed (the ones gone or changed cancelled,
+    the new ones submitted, the queues' order made again: what a cluster built afresh from the same
+    jobs holds); built again when a running job changed or after ``max_age_s``. A forecast runs on
+    a copy, so the kept cluster stays as built.
+
+    **The last run**: kept with the time it started from; a request at most ``fresh_s`` later, on
+    the same cluster, expected lengths, fallbacks and held queues, is answered from it — continued
+    until the asked jobs start — as of that time (``Estimate.age_s``), not run again.
+
+    Either way an estimate is the one :func:`forecast` gives on the same jobs at the run's start
+    (tests/unit/test_forecast_kept.py)."""
+
+    def __init__(self, model: Model, *, max_age_s: float = 300.0, fresh_s: float = 10.0) -> None:
+        self.model = model
+        self.max_age_s, self.fresh_s = max_age_s, fresh_s
+        self.builds = 0  # how many times the cluster was built
+        self.runs = 0  # how many runs were started
+        self._base: Cluster | None = None
+        self._version = 0  # bumped by every change of the kept cluster
+        self._built_at = -math.inf
+        self._running: dict[str, tuple[Workload, tuple[PodSetAdmission, ...], float]] = {}
+        self._queued: dict[str, Workload] = {}
+        self._run: tuple[Hashable, _Forecast] | None = None
+
+    def cluster(self, running: Sequence[Running], queued: Sequence[Queued], *, at: float) -> Cluster:
+        """A copy of the kept cluster holding ``running`` and ``queued``; ``at``: the caller's clock
+        (monotonic seconds), for the cluster's age."""
+        return self._sync(running, queued, at).copy()
+
+    def with_variant(
+        self, running: Sequence[Running], queued: Sequence[Queued], variant: Workload, *, at: float
+    ) -> Cluster:
+        """:meth:`cluster` with ``variant`` in place of the queued job of its name: what bringing the
+        kept cluster up to date with that queue does (the job cancelled, the variant submitted, the
+        queues' order made again), done on the copy, so the kept cluster and run stay valid for the
+        queue as it is (the alternatives of every single-job request would otherwise end them)."""
+        cluster = self.cluster(running, queued, at=at)
+        cluster.cancel(variant.name, 0.0)
+        cluster.submit(variant)
+        cluster.reorder_queues()
+        cluster.forget_requeues()
+        return cluster
+
+    def _held(self, running: Sequence[Running]) -> bool:
+        """Whether ``running`` is what the kept cluster holds (the same jobs, in the same order
+        first: a warm service reads the same objects for the Workloads that did not change)."""
+        kept = self._running
+        if len(running) == len(kept) and all(
+            r.workload is w and r.pod_sets is p and r.started_s == t
+            for r, (w, p, t) in zip(running, kept.values(), strict=True)
+        ):
+            return True
+        return {r.workload.name: (r.workload, r.pod_sets, r.started_s) for r in running} == kept
+
+    def _sync(self, running: Sequence[Running], queued: Sequence[Queued], at: float) -> Cluster:
+        if self._base is None or at - self._built_at > self.max_age_s or not self._held(running):
+            held = {r.workload.name: (r.workload, r.pod_sets, r.started_s) for r in running}
+            self._base, self._running, self._queued = self.model.cluster(running), held, {}
+            self._built_at = at
+            self._version += 1
+            self.builds += 1
+        base, want = self._base, {q.workload.name: q.workload for q in queued}
+        changed = [name for name, wl in self._queued.items() if want.get(name) != wl]
+        for name in changed:
+            base.cancel(name, 0.0)
+        added = [wl for name, wl in want.items() if self._queued.get(name) != wl]
+        for wl in added:
+            base.submit(wl)
+        if changed or added:
+            base.reorder_queues()
+            base.forget_requeues()
+            self._version += 1
+        self._queued = want
+        return base
+
+    def forecast(
+        self,
+        running: Sequence[Running],
+        queued: Sequence[Queued],
+        *,
+        at: float,
+        targets: Collection[str] | None = None,
+        horizon_s: float = HORIZON_S,
+        stopped: Collection[str] = (),
+        stop: Callable[[], bool] | None = None,
+        now_s: float = 0.0,
+    ) -> dict[str, Estimate]:
+        """:func:`forecast` on a copy of the kept cluster, or from the kept run."""
+        if targets is not None and not targets:
+            return {}
+        base = self._sync(running, queued, at)
+        key = (
+            self._version,
+            frozenset(stopped),
+            horizon_s,
+            tuple(r.expected.seconds for r in running),
+            tuple((q.expected.seconds, q.fallback_s) for q in queued),
+        )
+        kept = self._run
+        if kept is None or kept[0] != key or not kept[1].now <= now_s <= kept[1].now + self.fresh_s:
+            kept = self._run = (key, _Forecast(base.copy(), running, queued, stopped, now_s, horizon_s))
+            self.runs += 1
+        return kept[1].until([q.workload.name for q in queued] if targets is None else targets, stop, now_s)
 
 
 class _Forecast:
     """One forecast run: the model's cluster on a virtual clock, driven by a heap of events (a
-    running job's expected end, a queued job's ``fallbackAfter``) and by Kueue's own requeues."""
+    running job's expected end, a queued job's ``fallbackAfter``) and by Kueue's own requeues; run
+    until the jobs asked for started, and continued when later ones are asked."""
 
     def __init__(
         self,
-        model: Model,
+        cluster: Cluster,
         running: Sequence[Running],
         queued: Sequence[Queued],
-        targets: Collection[str] | None,
         stopped: Collection[str],
+        now_s: float,
+        horizon_s: float,
     ) -> None:
-        self.cluster = model.cluster(running)
+        """``cluster``: ``running`` admitted and ``queued`` submitted, nothing run yet."""
+        self.cluster, self.now, self.horizon_s = cluster, now_s, horizon_s
         for cq in stopped:
             if cq in self.cluster.queues:
-                self.cluster.set_stop_policy(cq, "Hold", 0.0)
-        want = set(targets) if targets is not None else {q.workload.name for q in queued}
-        self.out = {q.workload.name: Estimate(q.workload.name) for q in queued if q.workload.name in want}
+                self.cluster.set_stop_policy(cq, "Hold", now_s)
+        self.out = {q.workload.name: Estimate(q.workload.name) for q in queued}
         self.expected = {q.workload.name: q.expected for q in queued}
         self.workloads = {q.workload.name: q.workload for q in queued}
         self.events: list[tuple[float, int, str, str]] = []
-        self.seq = 0
-        self.hosts: dict[str, tuple[str, ...]] = {}
+        self.pod_sets: dict[str, Sequence[PodSetAdmission]] = {}  # what each job holds (or last held)
         self.unknown: list[str] = []  # running jobs with no expected end
         self.overdue: list[str] = []  # running jobs past their expected end
         self.relaxed: set[str] = set()
-        self.ended: dict[str, float] = {}
+        self.ended_on: dict[str, list[str]] = {}  # host -> the jobs that ended on it
         self.preempted: dict[str, set[str]] = {}  # preemptor -> the workloads it evicted
+        self.t, self.first, self.done = now_s, True, False
         for r in running:
             self._seed_running(r)
         for q in queued:
-            self.cluster.submit(q.workload)
             if q.fallback_s is not None:
-                self.push(max(0.0, q.fallback_s), "fallback", q.workload.name)
+                self.events.append((max(now_s, q.fallback_s), len(self.events), "fallback", q.workload.name))
+        heapq.heapify(self.events)  # as if pushed one by one: (time, sequence) is unique
+        self.seq = len(self.events)
 
     def push(self, t: float, kind: str, name: str) -> None:
         heapq.heappush(self.events, (t, self.seq, kind, name))
@@ -230,40 +349,59 @@ class _Forecast:
 
     def _seed_running(self, r: Running) -> None:
         name = r.workload.name
-        self.hosts[name] = _hosts(r.pod_sets)
+        self.pod_sets[name] = r.pod_sets
         if r.expected.seconds is None:
             self.unknown.append(name)
             return
         end = r.started_s + r.expected.seconds
-        if end < 0:
+        if end < self.now:
             self.overdue.append(name)
-        self.push(max(0.0, end), "finish", name)
+        self.events.append((max(self.now, end), len(self.events), "finish", name))
 
-    def run(self, horizon_s: float, stop: Callable[[], bool] | None) -> dict[str, Estimate]:
-        pending = set(self.out)
-        t, first, cut = 0.0, True, False
-        while pending:
+    def until(
+        self, names: Collection[str], stop: Callable[[], bool] | None, now_s: float | None = None
+    ) -> dict[str, Estimate]:
+        """The estimates of ``names`` (queued jobs), the run continued until they started or it ends
+        (nothing left to happen, or past the horizon); ``stop`` as :func:`forecast`'s. Asked at
+        ``now_s`` (the run's start when None), the estimates are from then, at least 0 s, with the
+        run's age."""
+        pending = {n for n in names if n in self.out and self.out[n].start_s is None}
+        cut = False
+        while pending and not self.done:
             if stop is not None and stop():
                 cut = True
                 break
-            if not first:
-                due = self.cluster.next_requeue()
-                t = min(self.events[0][0] if self.events else math.inf, math.inf if due is None else due)
-                if t == math.inf or t > horizon_s:
-                    break
-            first = False
-            finished_now = self._fire(t)
-            for result in self.cluster.advance(t):
-                for e in result.evicted:  # Kueue evicts in one cycle, admits the preemptor in a later one
-                    self.preempted.setdefault(e.by, set()).add(e.name)
-                for adm in result.admitted:
-                    self._admitted(adm.name, _hosts(adm.pod_sets), t, finished_now, pending)
-        for est in self.out.values():
+            self._step(pending)
+        age = 0.0 if now_s is None else now_s - self.now
+        out = {}
+        for name in names:
+            if name not in self.out:
+                continue
+            est = out[name] = replace(self.out[name], overdue=tuple(sorted(self.overdue)), age_s=age)
             if est.start_s is None:
                 est.unknown_ends = tuple(sorted(self.unknown))
                 est.cut_short = cut
-            est.overdue = tuple(sorted(self.overdue))
-        return self.out
+            elif age:
+                est.start_s = max(0.0, est.start_s - age)
+        return out
+
+    def _step(self, pending: set[str]) -> None:
+        """The next time something happens: its events, then Kueue's cycles."""
+        if not self.first:
+            due = self.cluster.next_requeue()
+            t = min(self.events[0][0] if self.events else math.inf, math.inf if due is None else due)
+            if t == math.inf or t > self.now + self.horizon_s:
+                self.done = True
+                return
+            self.t = t
+        self.first = False
+        t = self.t
+        finished_now = self._fire(t)
+        for result in self.cluster.advance(t):
+            for e in result.evicted:  # Kueue evicts in one cycle, admits the preemptor in a later one
+                self.preempted.setdefault(e.by, set()).add(e.name)
+            for adm in result.admitted:
+                self._admitted(adm.name, adm.pod_sets, t, finished_now, pending)
 
     def _fire(self, t: float) -> list[str]:
         """The events due by ``t``: expected ends finish their jobs; a fallback relaxes a job still
@@ -274,7 +412,8 @@ class _Forecast:
             record = self.cluster.records.get(name)
             if kind == "finish" and record is not None and record.admitted is not None:
                 self.cluster.finish(name, t)
-                self.ended[name] = t
+                for host in set(_hosts(self.pod_sets.get(name, ()))):
+                    self.ended_on.setdefault(host, []).append(name)
                 finished_now.append(name)
             elif kind == "fallback" and record is not None and record.admitted is None:
                 wl = _relaxed(self.workloads[name])
@@ -286,21 +425,27 @@ class _Forecast:
         return finished_now
 
     def _admitted(
-        self, name: str, hosts: tuple[str, ...], t: float, finished_now: list[str], pending: set[str]
+        self,
+        name: str,
+        pod_sets: Sequence[PodSetAdmission],
+        t: float,
+        finished_now: list[str],
+        pending: set[str],
     ) -> None:
-        """A job admitted at ``t``: a target's estimate is made (what it waited for: the jobs that
-        ended on its nodes, else those that finished now); its expected end is scheduled."""
-        self.hosts[name] = hosts
-        if name in pending:
-            est = self.out[name]
-            est.start_s, est.hosts = t, hosts
+        """A job admitted at ``t``: its estimate is made the first time (what it waited for: the
+        jobs that ended on its nodes, else those that finished now); its expected end is
+        scheduled."""
+        self.pod_sets[name] = pod_sets
+        est = self.out.get(name)
+        if est is not None and est.start_s is None:
+            hosts = _hosts(pod_sets)
+            est.start_s, est.hosts = t - self.now, hosts
             est.preempts = tuple(sorted(self.preempted.get(name, ())))
             est.relaxed = name in self.relaxed
-            if t > 0:
-                taken = set(hosts)
-                freed = tuple(sorted(n for n in self.ended if taken & set(self.hosts.get(n, ()))))
-                est.waits_for = freed or tuple(sorted(finished_now))
-            pending.discard(name)
+            if t > self.now:
+                freed = {n for h in set(hosts) for n in self.ended_on.get(h, ())}
+                est.waits_for = tuple(sorted(freed)) or tuple(sorted(finished_now))
+        pending.discard(name)
         run = self.expected.get(name, UNKNOWN).seconds
         if run is not None:
             self.push(t + run, "finish", name)
@@ -312,10 +457,14 @@ def alternatives(
     queued: Sequence[Queued],
     target: str,
     stopped: Collection[str] = (),
+    *,
+    now_s: float = 0.0,
+    kept: Forecaster | None = None,
+    at: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Ways ``target`` could start now: required at each looser level (the nearest first), then
-    preferred at its own level; each tried on the cluster as it is now. A variant that would only
-    start by preempting says so."""
+    preferred at its own level; each tried on the cluster as it is now (a copy of ``kept``'s, at
+    ``at``, when given). A variant that would only start by preempting says so."""
     wl = next((q.workload for q in queued if q.workload.name == target), None)
     if wl is None or not wl.pod_sets or wl.pod_sets[0].topology is None:
         return []
@@ -335,13 +484,16 @@ def alternatives(
         others = [
             q if q.workload.name != target else replace(q, workload=variant, fallback_s=None) for q in queued
         ]
-        cluster = model.cluster(running)
+        if kept is not None:
+            cluster = kept.with_variant(running, queued, variant, at=at)
+        else:
+            cluster = model.cluster(running)
+            for q in others:
+                cluster.submit(q.workload)
         for cq in stopped:
             if cq in cluster.queues:
-                cluster.set_stop_policy(cq, "Hold", 0.0)
-        for q in others:
-            cluster.submit(q.workload)
-        results = cluster.advance(0.0)
+                cluster.set_stop_policy(cq, "Hold", now_s)
+        results = cluster.advance(now_s)
         adm = cluster.admitted().get(target)
         if adm is not None:
             evicted = sorted({e.name for r in results for e in r.evicted if e.by == target})
