@@ -94,6 +94,9 @@ kubectl:
 local: install
 	$(BIN)/topogov local
 
+local-hyperpod: install  # the local stack as a SageMaker HyperPod cluster (docs/hyperpod.md)
+	$(BIN)/topogov local --hyperpod
+
 lint: install
 	$(BIN)/ruff check lambdas cli local infra tests app.py
 	$(BIN)/ruff format --check lambdas cli local infra tests app.py

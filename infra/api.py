@@ -44,6 +44,8 @@ class Api(Construct):
             ledger_table=storage.ledger.table_name,
             counters_table=storage.counters.table_name,
             idempotency_table=storage.idempotency.table_name,
+            # HyperPod mode (domain/hyperpod/mode.py): -c topogov:hyperpodClusterArn
+            hyperpod_cluster_arn=config.hyperpod_cluster_arn,
         )
         self.settings = settings
         self.fn = TopogovFunction(

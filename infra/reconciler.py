@@ -45,6 +45,8 @@ class Reconciler(Construct):
             kueue_api_version=config.kueue_api_version,
             governor=config.governor,
             verify_after_s=config.label_verify_after,
+            # HyperPod mode (domain/hyperpod/mode.py): -c topogov:hyperpodClusterArn
+            hyperpod_cluster_arn=config.hyperpod_cluster_arn,
         )
         self.settings = settings
         self.fn = TopogovFunction(

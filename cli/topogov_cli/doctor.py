@@ -96,11 +96,18 @@ def _cluster_checks(args: argparse.Namespace, add: Callable[[Check], None]) -> N
     gpu = [n for n in nodes if "nvidia.com/gpu" in ((n.get("status") or {}).get("allocatable") or {})]
     labelled = [n for n in gpu if layer_label(1) in (n["metadata"].get("labels") or {})]
     add(("cluster", True, f"{len(nodes)} nodes, {len(gpu)} with GPUs ({kubeconfig})"))
+    hyperpod = _hyperpod_check(http, nodes)
+    if hyperpod is not None:
+        add(hyperpod)
+    who = (
+        "SageMaker HyperPod task governance labels them (add-on v1.2.2-eksbuild.1 or later)"
+        if hyperpod
+        else "the reconcile function labels them on its next pass (`topogov reconcile` runs one)"
+    )
     add((
         "topology labels", len(labelled) == len(gpu) and bool(gpu),
         f"{len(labelled)} of {len(gpu)} GPU nodes labelled"
-        + ("" if len(labelled) == len(gpu) and gpu else
-           " — the reconcile function labels them on its next pass (`topogov reconcile` runs one)"),
+        + ("" if len(labelled) == len(gpu) and gpu else f" — {who}"),
     ))  # fmt: skip
     for kind, path in (
         ("Topologies", "topologies"),
@@ -118,5 +125,30 @@ def _cluster_checks(args: argparse.Namespace, add: Callable[[Check], None]) -> N
         add((
             f"Kueue {kind}", bool(names) and resp.status == 200,
             (", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else ""))
-            if names else f"none (HTTP {resp.status}) — the governor creates them on its next pass",
+            if names else f"none (HTTP {resp.status}) — "
+            + ("the task governance add-on writes them from the ComputeQuotas (topogov preflight checks it)"
+               if hyperpod else "the governor creates them on its next pass"),
         ))  # fmt: skip
+
+
+def _hyperpod_check(http: Any, nodes: list[dict[str, Any]]) -> Check | None:
+    """On a SageMaker HyperPod cluster (HyperPod nodes, or the task governance add-on's namespaces): what
+    the reconcile pass decides its mode from, besides the deployment's ARN (``domain/hyperpod/mode.py``).
+    None on a plain EKS cluster."""
+    from topogov.domain.hyperpod.mode import ADDON_SELECTOR
+    from topogov.domain.views.nodes import NodeView
+
+    count = sum(1 for n in nodes if NodeView.from_api(n).hyperpod)
+    resp = http.request("GET", "/api/v1/namespaces", query={"labelSelector": ADDON_SELECTOR})
+    namespaces = (
+        [i["metadata"]["name"] for i in (resp.body or {}).get("items") or []] if resp.status == 200 else []
+    )
+    if not count and not namespaces:
+        return None
+    seen = (
+        f"the task governance add-on's namespaces: {', '.join(namespaces)} (HyperPod mode)"
+        if namespaces
+        else f"no namespace labelled {ADDON_SELECTOR}: the task governance add-on is not installed or no "
+        "ComputeQuota is in force (HyperPod mode only if deployed with topogov:hyperpodClusterArn)"
+    )
+    return ("HyperPod", True, f"{count} HyperPod node(s); {seen}")

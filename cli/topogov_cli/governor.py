@@ -2,6 +2,9 @@
 
 ``plan`` reads only (the cluster's Kueue objects and the topology snapshot) and prints what a
 reconcile pass would create, correct, stop or delete; ``apply`` does it, as the scheduled pass does.
+In HyperPod mode (the mode the last reconcile pass wrote into the snapshot, else
+``TOPOGOV_HYPERPOD_CLUSTER_ARN``; docs/hyperpod.md) the task governance add-on owns the Kueue objects:
+``plan`` prints their drift from what teams.yaml makes the add-on write, and ``apply`` refuses.
 Against the local stack by default (``.topogov/local``); ``--kubeconfig``/``--cluster`` and
 ``--bucket`` point it at a real cluster and snapshot.
 """
@@ -101,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         http = KubeHttp(kube_api_client(settings, session), max_attempts=3)
         store = S3SnapshotStore(retrying(session, "s3"), settings.snapshot_bucket, settings.snapshot_key)
         snapshot = store.load()
+        mode = cluster_mode(settings.hyperpod_cluster_arn, snapshot)
+        if mode.hyperpod:
+            return run_hyperpod(args, prog, settings, policy, mode, KubeObjects(http))
         governor = Governor(KubeObjects(http), api_version=settings.kueue_api_version, cohort=settings.cohort)
         if args.governor == "plan":
             plan = governor.plan(policy, snapshot)
@@ -121,3 +127,40 @@ def run(args: argparse.Namespace) -> int:
         for f in summary.failures:
             print(f"  failed: {f['object']}: {f['error']}")
     return EXIT_OK if summary.complete else 1
+
+
+def cluster_mode(cluster_arn: str | None, snapshot: Any) -> Any:
+    """The mode the last reconcile pass found (in the snapshot), else the deployment's."""
+    from topogov.domain.hyperpod.mode import Mode, configured
+
+    if snapshot is not None and snapshot.mode:
+        return Mode.from_json(snapshot.mode)
+    return configured(cluster_arn)
+
+
+def run_hyperpod(
+    args: argparse.Namespace, prog: str, settings: Any, policy: Any, mode: Any, objects: Any
+) -> int:
+    """HyperPod mode: ``plan`` reports the add-on's objects against teams.yaml; ``apply`` writes nothing."""
+    from topogov.logic.governor.addon import AddonWatch, format_report
+
+    if args.governor == "apply":
+        print(
+            f"{prog}: HyperPod mode ({mode.why}): the task governance add-on owns the Kueue objects and "
+            "Topogov writes none; change the policy with `cdk deploy` (teams.yaml becomes ComputeQuotas), "
+            "and see the drift with `topogov governor plan`",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    watch = AddonWatch(
+        objects, api_version=settings.kueue_api_version, cluster_arn=settings.hyperpod_cluster_arn
+    )
+    report = watch.run(policy, mode)
+    if report.failures:
+        print(f"{prog}: {report.skipped}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    print(
+        json.dumps(report.to_json(), indent=2) if args.json else format_report(report),
+        end="\n" if args.json else "",
+    )
+    return EXIT_OK

@@ -85,14 +85,30 @@ def run_jobs(args: argparse.Namespace) -> int:
         print("no jobs" + (f" in team {args.team}" if args.team else " in your teams"))
         return EXIT_OK
     rows = [
-        [j["name"], j.get("team", ""), j.get("status") or "-", CHARGES.get(j.get("state") or "", "-"),
+        [name_text(j), j.get("team", ""), j.get("status") or "-", CHARGES.get(j.get("state") or "", "-"),
          (j.get("priority_class") or "-").removesuffix("-priority"), asked_text(j),
          j.get("placement") or "-", eta_text(j.get("eta")), age(j.get("submitted_at"))]
         for j in items
     ]  # fmt: skip
     headers = ["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "PLACEMENT", "ETA", "AGE"]
     print(fitted_table(headers, rows, terminal_width(), optional=("CHARGE", "AGE", "ETA")))
+    for note in read_only_notes(items):
+        print(note)
     return EXIT_OK
+
+
+def name_text(job: Mapping[str, Any]) -> str:
+    """The job's name; ``*`` after a job shown read-only (submitted outside Topogov)."""
+    return f"{job['name']} *" if job.get("read_only") else str(job["name"])
+
+
+def read_only_notes(items: list[Mapping[str, Any]]) -> list[str]:
+    """One line per kind of read-only job listed: what it is and that Topogov never changes it."""
+    kinds = sorted({(str(j.get("kind")), str(j.get("submitted_with"))) for j in items if j.get("read_only")})
+    return [
+        f"* a {kind} (submitted with `{made}`): shown read-only; Topogov never charges, changes or cancels it"
+        for kind, made in kinds
+    ]
 
 
 def asked_text(job: Mapping[str, Any]) -> str:

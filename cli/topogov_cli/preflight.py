@@ -75,6 +75,7 @@ class Context:
     api_reserved_concurrency: int = 25
     kueue_api_version: str = "v1beta1"
     api_gateway_cloud_watch_role: bool = False
+    hyperpod_cluster_arn: str | None = None  # a SageMaker HyperPod cluster: its checks (preflight_hyperpod)
 
     @property
     def in_vpc(self) -> bool:
@@ -172,6 +173,7 @@ def _context(raw: Mapping[str, Any]) -> Context:
         api_reserved_concurrency=int(reserved) if reserved is not None else defaults.api_reserved_concurrency,
         kueue_api_version=kueue,
         api_gateway_cloud_watch_role=role == "true",
+        hyperpod_cluster_arn=get("hyperpodClusterArn"),
     )
 
 
@@ -566,12 +568,17 @@ def kueue_checks(
     served = [v["version"] for v in group.body.get("versions") or []]
     preferred = (group.body.get("preferredVersion") or {}).get("version")
     deployment = kueue_deployment(http)
-    return [
+    checks = [
         ("Kueue", True, f"installed: {KUEUE_GROUP} serves {', '.join(served)} (preferred {preferred})"),
         kueue_version_check(deployment, preferred),
         tas_check(http, deployment),
         api_version_check(http, ctx.kueue_api_version, served),
     ]
+    if ctx.hyperpod_cluster_arn:  # the task governance add-on, the nodes' labels, what the add-on wrote
+        from topogov_cli.preflight_hyperpod import hyperpod_checks
+
+        checks += hyperpod_checks(aws, ctx.hyperpod_cluster_arn, name, http)
+    return checks
 
 
 def _unreached(resp: Any, name: str, kubeconfig: str | None) -> str:

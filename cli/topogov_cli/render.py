@@ -94,6 +94,11 @@ def summary_line(s: Mapping[str, Any]) -> str:
         f"k8s reads {s['k8s_reads']} writes {s['k8s_writes']}",
         f"{s['duration_s']:.2f}s",
     ]
+    if s.get("cluster_mode") == "hyperpod":  # domain/hyperpod/mode.py: no label written, no EC2 asked
+        parts[0] += (
+            f" (HyperPod mode: {s.get('hyperpod_nodes', 0)} HyperPod nodes, "
+            f"{s.get('unavailable', 0)} unavailable)"
+        )
     if s.get("ec2_missing"):
         parts.append(f"not in EC2's answer: {len(s['ec2_missing'])}")
     if not s.get("complete", True):
@@ -105,6 +110,16 @@ def governor_line(g: Mapping[str, Any]) -> str:
     """One line for the governor part of a reconcile pass."""
     if g.get("skipped"):
         return f"governor: skipped ({g['skipped']})"
+    if g.get("mode") == "hyperpod":  # logic/governor/addon.py: the add-on's objects, nothing written
+        c = g["counts"]
+        return joined(
+            [
+                f"governor, HyperPod mode ({g['api_version']}): the add-on's objects against teams.yaml: "
+                f"{g['matching']} of {g['expected']} as expected, {c['missing']} missing, "
+                f"{c['differs']} differ, {c['unexpected']} unexpected",
+                f"k8s reads {g['k8s_reads']} writes {g['k8s_writes']}",
+            ]
+        )
     counts = g["counts"]
     parts = [f"{counts[a]} {a}d" for a in ("create", "update", "delete")]
     parts += [f"{counts['hold']} held", f"{counts['unowned']} not ours", f"{counts['unchanged']} unchanged"]

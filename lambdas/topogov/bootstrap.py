@@ -27,15 +27,17 @@ if TYPE_CHECKING:
     from topogov.domain.policy import Policy
     from topogov.domain.snapshot import Snapshot
     from topogov.domain.views.batch import JobView, PodView
+    from topogov.domain.views.objects import ClusterQueueView
     from topogov.domain.views.workload import WorkloadView
-    from topogov.logic.api_service import ApiService, JobsPort
+    from topogov.logic.api_service import ApiService, KubePort
     from topogov.logic.governor import GovernorSummary
+    from topogov.logic.governor.addon import AddonReport
     from topogov.logic.ledger_sync import SyncSummary
 
 API_K8S_TIMEOUT_S = 10.0
 
 LedgerSync = Callable[[], "SyncSummary"]
-GovernorStep = Callable[["Snapshot | None"], "GovernorSummary"]
+GovernorStep = Callable[["Snapshot | None"], "GovernorSummary | AddonReport"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,14 @@ def build_labeler(
         ec2_client(session, max_attempts=settings.ec2_max_attempts), Pacer(settings.ec2_rate_per_s)
     )
     store = S3SnapshotStore(retrying(session, "s3"), settings.snapshot_bucket, settings.snapshot_key)
-    return Labeler(nodes, ec2, store, patch_concurrency=settings.patch_concurrency)
+    return Labeler(
+        nodes,
+        ec2,
+        store,
+        patch_concurrency=settings.patch_concurrency,
+        hyperpod_cluster_arn=settings.hyperpod_cluster_arn,
+        addon_namespaces=nodes.addon_namespaces,
+    )
 
 
 def build_api_service(settings: ApiSettings | None = None, session: Session | None = None) -> ApiService:
@@ -119,6 +128,8 @@ def build_api_service(settings: ApiSettings | None = None, session: Session | No
         jobs=jobs,
         idempotency_store=idempotency,
         snapshot_ttl_s=settings.snapshot_ttl_s,
+        queues=jobs,
+        hyperpod_cluster_arn=settings.hyperpod_cluster_arn,
     )
 
 
@@ -149,12 +160,16 @@ def build_governor(
     api_client: ApiClient | None = None,
     policy: Policy | None = None,
 ) -> GovernorStep | None:
-    """The reconcile pass's Kueue step: a callable(snapshot) -> GovernorSummary; None when off."""
+    """The reconcile pass's Kueue step: a callable(snapshot) -> GovernorSummary, or in HyperPod mode (the
+    mode the labeler wrote into the snapshot) -> AddonReport: the add-on's objects against the policy,
+    nothing written. None when off."""
     if not (settings.governor and settings.policy_file):
         return None
     from topogov.adapters.kube_objects import KubeObjects
+    from topogov.domain.hyperpod.mode import Mode, configured
     from topogov.domain.policy import load_policy_file
     from topogov.logic.governor import Governor
+    from topogov.logic.governor.addon import AddonWatch
     from topogov.observability import logger
 
     loaded = policy or load_policy_file(settings.policy_file)
@@ -167,7 +182,18 @@ def build_governor(
         cohort=settings.cohort,
         log=logger,
     )
-    return lambda snapshot: governor.run(loaded, snapshot, http.counters)
+    watch = AddonWatch(
+        KubeObjects(http), api_version=settings.kueue_api_version, cluster_arn=settings.hyperpod_cluster_arn
+    )
+
+    def step(snapshot: Snapshot | None) -> GovernorSummary | AddonReport:
+        have = snapshot.mode if snapshot is not None else None
+        mode = Mode.from_json(have) if have else configured(settings.hyperpod_cluster_arn)
+        if mode.hyperpod:
+            return watch.run(loaded, mode, http.counters)
+        return governor.run(loaded, snapshot, http.counters)
+
+    return step
 
 
 def build_reconcile(settings: ReconcileSettings, session: Session | None = None) -> Reconcile:
@@ -190,16 +216,16 @@ def build_reconcile(settings: ReconcileSettings, session: Session | None = None)
 
 
 class LazyJobs:
-    """The Kubernetes side of the API (:class:`~topogov.logic.api_service.JobsPort`), connected on
+    """The Kubernetes side of the API (:class:`~topogov.logic.api_service.KubePort`), connected on
     first use: a dry run, a team view or a refusal never pays the kubernetes client's import
     (~0.6 s) or the EKS token."""
 
-    def __init__(self, factory: Callable[[], JobsPort]) -> None:
+    def __init__(self, factory: Callable[[], KubePort]) -> None:
         self._factory = factory
-        self._jobs: JobsPort | None = None
+        self._jobs: KubePort | None = None
 
     @property
-    def connected(self) -> JobsPort:
+    def connected(self) -> KubePort:
         if self._jobs is None:
             self._jobs = self._factory()
         return self._jobs
@@ -230,3 +256,6 @@ class LazyJobs:
 
     def admitted_usage(self, namespace: str) -> Resources:
         return self.connected.admitted_usage(namespace)
+
+    def cluster_queue(self, name: str) -> ClusterQueueView | None:
+        return self.connected.cluster_queue(name)

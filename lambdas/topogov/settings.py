@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from topogov.domain.errors import ConfigError
 
@@ -38,6 +38,21 @@ def _from_env(cls: type[BaseModel], what: str, environ: Mapping[str, str] | None
 
 class _Settings(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+    # The SageMaker HyperPod cluster whose task governance policy teams.yaml is (-c
+    # topogov:hyperpodClusterArn): HyperPod mode (domain/hyperpod/mode.py), also when the cluster shows
+    # no sign of it yet.
+    hyperpod_cluster_arn: str | None = None
+
+    @field_validator("hyperpod_cluster_arn")
+    @classmethod
+    def _a_cluster_arn(cls, v: str | None) -> str | None:
+        from topogov.domain.hyperpod.api import cluster_arn_problem
+
+        problem = cluster_arn_problem(v) if v else None
+        if problem:
+            raise ValueError(problem)
+        return v or None
 
     def to_env(self) -> dict[str, str]:
         """The ``TOPOGOV_*`` environment that ``from_env`` reads back as these settings: the fields

@@ -163,6 +163,12 @@ def _local_parser(sub: Any) -> None:
         help="port of the dashboard on 127.0.0.1, signed as topogov-admin (0 = a free one)",
     )
     local.add_argument(
+        "--hyperpod",
+        action="store_true",
+        help="the cluster is a SageMaker HyperPod cluster: HyperPod nodes, the stack deployed with "
+        "-c topogov:hyperpodClusterArn, the task governance add-on emulated (docs/hyperpod.md)",
+    )
+    local.add_argument(
         "--labelled-by-eks",
         action="store_true",
         help="the nodes start with EKS's own topology labels (EC2's answers); the labeler adopts them",

@@ -209,10 +209,11 @@ class Deployer:
         self.dir = Path(directory)
         self.cdk: Cdk | None = None
         self._cancel = Cancellation()
+        self.context: dict[str, str] = dict(CONTEXT)  # -c topogov:... of the synth (and its digest)
 
     def prepare(self, aws_url: str) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        built = assembly(log=self.dir / "synth.log", cancel=self._cancel)
+        built = assembly(self.context, log=self.dir / "synth.log", cancel=self._cancel)
         self._cancel.check()
         self.cdk = self._cancel.track(Cdk(aws_url, built, self.dir / "cdk.log"))
         self.cdk.bootstrap()
@@ -222,6 +223,24 @@ class Deployer:
             raise DeploymentError("not prepared")
         self._cancel.check()
         self.cdk.deploy_assembly()
+        return read_deployment(self.clients, self.dir)
+
+    def redeploy(self, aws_url: str, policy_text: str) -> Deployment:
+        """``cdk deploy`` again with ``policy_text`` as teams.yaml (``-c topogov:policyFile``), as a
+        policy change is shipped: synthesized in a directory of its own (the kept assembly stays the
+        deployed sources'); the policy file lives under the repository's ignored .topogov/ while the
+        deploy runs (the function asset is hashed by its path in the repository)."""
+        path = ROOT / ".topogov" / "policies" / f"teams-{self.dir.parent.name}-{os.getpid()}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(policy_text, encoding="utf-8")
+        out = self.dir / "redeploy.out"
+        shutil.rmtree(out, ignore_errors=True)
+        seed_assets(out)
+        cdk = self._cancel.track(Cdk(aws_url, out, self.dir / "cdk-redeploy.log"))
+        try:
+            cdk.deploy({**self.context, "policyFile": str(path.relative_to(ROOT))})
+        finally:
+            path.unlink(missing_ok=True)
         return read_deployment(self.clients, self.dir)
 
     def wait(self, event: threading.Event, what: str, timeout_s: float = 300.0) -> None:

@@ -59,6 +59,12 @@ class StackOptions:
     region: str = fleetmod.REGION
     api_snapshot_ttl_s: float | None = None  # TOPOGOV_SNAPSHOT_TTL_S of the API (None: the default)
     labelled_by_eks: bool = False  # the nodes carry EKS's own topology labels, as EKS writes them
+    # A SageMaker HyperPod cluster (topogov local --hyperpod): the cluster in the emulator's SageMaker,
+    # the stack deployed with -c topogov:hyperpodClusterArn, HyperPod nodes (hyperpod/cluster.py) and
+    # the task governance add-on emulated (hyperpod/addon.py), writing the Kueue objects
+    hyperpod: bool = False
+    unhealthy_nodes: int = 2  # with hyperpod: nodes HyperPod marks UnschedulablePendingReplacement
+    audit_log: bool = False  # kube-apiserver writes every request to <dir>/audit.log (tests read it)
 
 
 # Every call of a local function its deployed role refused, over the stacks of this process (the
@@ -126,6 +132,9 @@ class LocalStack:
         self.instances: list[dict[str, Any]] = []
         self._kube_http: KubeHttp | None = None
         self.api: Any = None  # the LocalApiGateway, when serving
+        self.hyperpod_arn: str | None = None  # with options.hyperpod: the emulated HyperPod cluster
+        self.addon: Any = None  # with options.hyperpod: the task governance add-on's emulation
+        self.deployer: Deployer | None = None
         self._lock: Any = None  # the StackLock of self.dir while started
 
     # -- paths --------------------------------------------------------------------------------
@@ -180,9 +189,11 @@ class LocalStack:
         )
         self.aws = emulator.process()
         self.emulator = emulator
-        self.cluster = ControlPlane(self.dir / "cluster")
+        audit = self.dir / "audit.log" if self.options.audit_log else None
+        self.cluster = ControlPlane(self.dir / "cluster", audit_log=audit)
         cluster = self.cluster
         deployer = Deployer(self, self.dir / "deployment")
+        self.deployer = deployer
 
         def deploy() -> Deployment:
             """The assembly (synthesized once per change of the app) and `cdk bootstrap`; then,
@@ -197,6 +208,8 @@ class LocalStack:
         deployed, worker = _background(deploy, "cdk-deploy")
         try:
             self.aws.start()
+            if self.options.hyperpod:
+                deployer.context = {**deployer.context, "hyperpodClusterArn": self._create_hyperpod_cluster()}
             worker.start()
             self.cluster.start(stop_on_error=False)  # on an error or a stop signal: all at once, below
             self.kubeconfig.write_text(self.cluster.kubeconfig("admin").read_text())
@@ -209,6 +222,8 @@ class LocalStack:
             spent("stack: wait for cdk deploy", time.monotonic() - waited)
             # From here on every call signed by a function's role session is judged against the role.
             emulator.enforce_sessions(True)
+            if self.options.hyperpod:
+                self._start_addon()
             if self.options.api_port is not None:
                 self.start_api()
             self._write_endpoints()
@@ -232,6 +247,9 @@ class LocalStack:
         if self.api is not None:
             self.api.stop()
             self.api = None
+        if self.addon is not None:
+            self.addon.stop()
+            self.addon = None
         self._keep_iam_record()
         # the cluster's servers and the AWS emulator together, in one grace period
         stop_all([*(reversed(self.cluster.procs) if self.cluster else ()), *([self.aws] if self.aws else [])])
@@ -345,10 +363,16 @@ class LocalStack:
                     "fargate-ip-10-0-9-9.ec2.internal", f"aws:///{az}/0a1b2c3d4e/fargate-ip-10-0-9-9"
                 ),
                 fleetmod.extra_node("hybrid-node-1", "eks-hybrid:///us-east-1/topogov/hybrid-node-1"),
-                fleetmod.extra_node(
-                    "hyperpod-i-0f00000000000000a",
-                    "aws:///use1-az1/sagemaker/cluster/hyperpod-abc123xyz-i-0f00000000000000a",
-                    {"sagemaker.amazonaws.com/compute-type": "hyperpod"},
+                *(
+                    ()
+                    if self.options.hyperpod  # its nodes are this cluster's (_register_hyperpod_nodes)
+                    else (
+                        fleetmod.extra_node(
+                            "hyperpod-i-0f00000000000000a",
+                            "aws:///use1-az1/sagemaker/cluster/hyperpod-abc123xyz-i-0f00000000000000a",
+                            {"sagemaker.amazonaws.com/compute-type": "hyperpod"},
+                        ),
+                    )
                 ),
                 fleetmod.extra_node("bare-metal-1", None),
                 fleetmod.extra_node("odd-provider-id", f"aws:///{az}/not-an-instance-id"),
@@ -392,25 +416,108 @@ class LocalStack:
             labels = None
             if self.options.labelled_by_eks:  # EKS labels its nodes from EC2's answers itself
                 labels = fleetmod.eks_topology_labels(self.aws_url, self.options.region, LOCAL_ACCOUNT)
-            names = fleetmod.register_nodes(
-                self.kube(), launched, simulated=self.options.simulated_nodes, labels=labels
-            )
+            if self.options.hyperpod:
+                names = self._register_hyperpod_nodes(launched)
+            else:
+                names = fleetmod.register_nodes(
+                    self.kube(), launched, simulated=self.options.simulated_nodes, labels=labels
+                )
             if self.options.simulated_nodes and settle:
                 self.wait_nodes_settled(names)
         return launched
 
+    # -- SageMaker HyperPod (options.hyperpod) ------------------------------------------------------
+    def hyperpod_types(self) -> dict[str, int]:
+        """The policy's ``hyperpod.instanceTypes`` (``ml.`` names, with their counts)."""
+        from topogov.domain.policy import load_policy_file
+        from topogov_local.guard import StackError
+
+        policy = load_policy_file(str(self.options.policy_file))
+        if policy.hyperpod is None:
+            raise StackError(
+                f"{self.options.policy_file} has no hyperpod: section (instanceTypes) for --hyperpod"
+            )
+        return dict(policy.hyperpod.instance_types)
+
+    def _create_hyperpod_cluster(self) -> str:
+        """The HyperPod cluster in the emulator's SageMaker, before the stack is synthesized with it."""
+        from topogov_local.hyperpod.cluster import create_cluster
+
+        self.hyperpod_arn = create_cluster(self.client("sagemaker"), CLUSTER, self.hyperpod_types())
+        return self.hyperpod_arn
+
+    def _register_hyperpod_nodes(self, launched: list[dict[str, Any]]) -> list[str]:
+        """The nodes of ``launched``: HyperPod's for the policy's HyperPod types (labelled as HyperPod
+        labels them, a few unhealthy), plain EC2 nodes for the others."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from topogov.domain.nodes import normalized_instance_type
+        from topogov_local.hyperpod.cluster import as_hyperpod_node, unhealthy_ids
+
+        assert self.hyperpod_arn is not None
+        types = {normalized_instance_type(t) for t in self.hyperpod_types()}
+        ours = [i for i in launched if i["InstanceType"] in types]
+        plain = [i for i in launched if i["InstanceType"] not in types]
+        topology = fleetmod.eks_topology_labels(self.aws_url, self.options.region, LOCAL_ACCOUNT)
+        sick = unhealthy_ids(ours, self.options.unhealthy_nodes)
+        kube, simulated = self.kube(), self.options.simulated_nodes
+
+        def register(instance: dict[str, Any]) -> str:
+            iid = instance["InstanceId"]
+            node = fleetmod.node_object(instance, simulated=simulated, labels=topology.get(iid))
+            obj = as_hyperpod_node(node, iid, self.hyperpod_arn or "", CLUSTER, healthy=iid not in sick)
+            resp = kube.request("POST", "/api/v1/nodes", body=obj)
+            if resp.status not in (200, 201, 409):
+                raise RuntimeError(f"register node {obj['metadata']['name']}: HTTP {resp.status} {resp.body}")
+            return str(obj["metadata"]["name"])
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            names = list(pool.map(register, ours))
+        return names + fleetmod.register_nodes(kube, plain, simulated=simulated)
+
+    def redeploy(self, policy_text: str) -> None:
+        """A policy change shipped as it is on AWS: ``cdk deploy`` with ``policy_text`` as teams.yaml;
+        the functions here run the new deployment from then on (``env()``, ``api_env()``). With
+        ``--hyperpod`` the add-on then writes the new quotas into the Kueue objects."""
+        assert self.deployer is not None and self.emulator is not None
+        # As during the first deploy, role sessions are not judged while the CDK CLI works through
+        # its bootstrap roles (their session policies are CDK's, not the functions' being proven)
+        self.emulator.enforce_sessions(False)
+        try:
+            self.deployment = self.deployer.redeploy(self.aws_url, policy_text)
+        finally:
+            self.emulator.enforce_sessions(True)
+
+    def _start_addon(self) -> None:
+        """The task governance add-on, emulated: one sync now (the queues exist before any job), then
+        one every few seconds, as the add-on follows SageMaker's API."""
+        from topogov_cli.preflight_hyperpod import ADDON
+        from topogov_local.hyperpod import AddonEmulator
+
+        assert self.hyperpod_arn is not None
+        # installed as an EKS add-on (what `topogov preflight` looks for), no version of the catalogue
+        self.client("eks").create_addon(clusterName=CLUSTER, addonName=ADDON)
+        self.addon = AddonEmulator(self.aws_url, self.hyperpod_arn, self.kube(), interval_s=2.0)
+        self.addon.sync()
+        self.addon.start()
+
     def wait_nodes_settled(self, names: list[str] | None = None, timeout_s: float = 60.0) -> None:
         """Until the nodes (all, or ``names``) are Ready and the node lifecycle controller has lifted
         its ``node.kubernetes.io/not-ready`` taint, as on a cluster whose nodes have been up a while:
-        Kueue leaves a tainted node out, and so does the snapshot (``NodeView.available``)."""
+        Kueue leaves a tainted node out, and so does the snapshot (``NodeView.available``). (A HyperPod
+        node made unhealthy keeps its own taint: it is settled once the lifecycle's are gone.)"""
+        from topogov.domain.labels import LIFECYCLE_TAINT_PREFIX
         from topogov.domain.views.nodes import NodeView
+
+        def settled(v: NodeView) -> bool:
+            return v.ready and not any(t.startswith(LIFECYCLE_TAINT_PREFIX) for t in v.taints)
 
         started = time.monotonic()
         deadline = started + timeout_s
         while True:
             items = self.kube().request("GET", "/api/v1/nodes").body.get("items") or []
             views = [NodeView.from_api(n) for n in items]
-            waiting = [v.name for v in views if (names is None or v.name in names) and not v.available]
+            waiting = [v.name for v in views if (names is None or v.name in names) and not settled(v)]
             if not waiting:
                 spent("wait: nodes settled", time.monotonic() - started)
                 return

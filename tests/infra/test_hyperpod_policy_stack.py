@@ -140,3 +140,24 @@ def test_synth_refuses_a_policy_the_apis_would_refuse_with_every_field_named(tmp
     assert "  teams.team-c.fairShareWeight: HyperPod's FairShareWeight is 0–100, 200 given" in text
     # And the same file is a valid policy for a plain EKS cluster (only HyperPod refuses it)
     assert load_policy_file(path).teams["team-c"].fair_share_weight == 200
+
+
+def test_both_functions_run_in_hyperpod_mode_with_the_clusters_arn(synthesized: tuple[Any, Template]) -> None:
+    """HyperPod mode is on from the deployment (domain/hyperpod/mode.py): the reconcile function (labeler,
+    governor) and the API both read the cluster's ARN from their settings; without the context neither
+    has it."""
+    stack, template = synthesized
+    functions = template.find_resources("AWS::Lambda::Function")
+    envs = {
+        props["Properties"]["Handler"]: props["Properties"]["Environment"]["Variables"]
+        for props in functions.values()
+        if props["Properties"].get("Handler", "").startswith("topogov.handlers.")
+    }
+    assert sorted(envs) == ["topogov.handlers.api.handler", "topogov.handlers.reconcile.handler"]
+    assert all(env["TOPOGOV_HYPERPOD_CLUSTER_ARN"] == ARN for env in envs.values())
+    assert stack.reconciler.settings.hyperpod_cluster_arn == ARN
+    assert stack.api.settings.hyperpod_cluster_arn == ARN
+    plain = {k: v for k, v in CONTEXT.items() if k != "topogov:hyperpodClusterArn"}
+    other, _ = synth(plain)
+    assert other.reconciler.settings.hyperpod_cluster_arn is None
+    assert "TOPOGOV_HYPERPOD_CLUSTER_ARN" not in other.api.settings.to_env()

@@ -169,8 +169,10 @@ def _grants(group: str) -> set[Grant]:
         assert ref["name"] in roles, f"{binding['metadata']['name']} refers to unknown role {ref['name']}"
         namespace = binding["metadata"]["namespace"] if binding["kind"] == "RoleBinding" else None
         for rule in roles[ref["name"]]["rules"]:
-            assert "resourceNames" not in rule
-            for api_group, resource, verb in product(rule["apiGroups"], rule["resources"], rule["verbs"]):
+            # a rule restricted to named objects grants "resource:name" (only the API's quota reads)
+            names = rule.get("resourceNames")
+            resources = [f"{r}:{n}" for r in rule["resources"] for n in names] if names else rule["resources"]
+            for api_group, resource, verb in product(rule["apiGroups"], resources, rule["verbs"]):
                 grants.add((namespace, api_group, resource, verb))
     return grants
 
@@ -234,17 +236,36 @@ def test_api_has_exactly_its_permissions_in_team_namespaces_only() -> None:
             | _set(ns, "", ("pods",), ("list",))
             | _set(ns, KUEUE, ("workloads",), ("list",))
         )
+    # HyperPod mode: the quotas in force, one GET of each team's ClusterQueue by name (never list)
+    expected |= _set(None, KUEUE, tuple(f"clusterqueues:{q}" for q in _team_cluster_queues()), ("get",))
     assert _grants(API) == expected
+    assert not _can(API, "list", KUEUE, "clusterqueues") and not _can(API, "get", KUEUE, "clusterqueues")
     assert not _can(API, "create", "batch", "jobs", "default")
     assert not _can(API, "update", "batch", "jobs", "hyperpod-ns-team-a")
 
 
-def test_api_group_has_no_cluster_wide_binding() -> None:
+def test_api_groups_one_cluster_wide_binding_reads_the_teams_queues_by_name_only() -> None:
     bindings = _bindings_of(API)
     assert bindings
-    assert all(b["kind"] == "RoleBinding" for b in bindings)
-    for doc in _of_kind("ClusterRoleBinding"):
-        assert all(s["name"] != API for s in doc["subjects"]), doc["metadata"]["name"]
+    cluster_wide = [b for b in bindings if b["kind"] == "ClusterRoleBinding"]
+    assert [b["roleRef"]["name"] for b in cluster_wide] == ["topogov-api-quotas"]
+    (role,) = [r for r in _of_kind("ClusterRole") if r["metadata"]["name"] == "topogov-api-quotas"]
+    assert role["rules"] == [
+        {
+            "apiGroups": [KUEUE],
+            "resources": ["clusterqueues"],
+            "resourceNames": sorted(_team_cluster_queues()),
+            "verbs": ["get"],
+        }
+    ]
+
+
+def _team_cluster_queues() -> set[str]:
+    """The ClusterQueue the HyperPod task governance add-on keeps for each team of teams.yaml."""
+    from topogov.domain.hyperpod.mapping import cluster_queue
+    from topogov.domain.policy import load_policy_file
+
+    return {cluster_queue(team) for team in load_policy_file(TEAMS).teams}
 
 
 @pytest.mark.parametrize("group", [API, RECONCILER])
@@ -256,7 +277,7 @@ def test_every_team_namespace_has_its_binding_and_no_other_namespace_does(group:
 def test_namespaced_roles_are_never_bound_cluster_wide() -> None:
     cluster_bound = {doc["roleRef"]["name"] for doc in _of_kind("ClusterRoleBinding")}
     namespace_bound = {doc["roleRef"]["name"] for doc in _of_kind("RoleBinding")}
-    assert cluster_bound == {"topogov-reconciler"}
+    assert cluster_bound == {"topogov-reconciler", "topogov-api-quotas"}
     assert namespace_bound == {"topogov-api", "topogov-reconciler-team"}
 
 

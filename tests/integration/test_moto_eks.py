@@ -101,3 +101,24 @@ def test_the_authentication_mode_changes_one_way_only_and_endpoint_updates_chang
     eks.update_cluster_config(name="oneway", resourcesVpcConfig={"publicAccessCidrs": ["203.0.113.0/24"]})
     vpc = eks.describe_cluster(name="oneway")["cluster"]["resourcesVpcConfig"]
     assert (vpc["publicAccessCidrs"], vpc["endpointPublicAccess"]) == (["203.0.113.0/24"], True)
+
+
+def test_addons_are_created_once_described_and_listed_on_an_existing_cluster(eks):
+    eks.create_cluster(name="addons", roleArn=ROLE, resourcesVpcConfig={"subnetIds": []})
+    name = "amazon-sagemaker-hyperpod-taskgovernance"
+    with pytest.raises(ClientError) as absent:
+        eks.describe_addon(clusterName="addons", addonName=name)
+    assert absent.value.response["Error"]["Code"] == "ResourceNotFoundException"
+    created = eks.create_addon(clusterName="addons", addonName=name, addonVersion="v1.6.0-eksbuild.1")[
+        "addon"
+    ]
+    assert (created["addonName"], created["status"]) == (name, "ACTIVE")
+    described = eks.describe_addon(clusterName="addons", addonName=name)["addon"]
+    assert (described["addonVersion"], described["clusterName"]) == ("v1.6.0-eksbuild.1", "addons")
+    assert eks.list_addons(clusterName="addons")["addons"] == [name]
+    with pytest.raises(ClientError) as twice:
+        eks.create_addon(clusterName="addons", addonName=name)
+    assert twice.value.response["Error"]["Code"] == "ResourceInUseException"
+    with pytest.raises(ClientError) as nowhere:
+        eks.create_addon(clusterName="no-such-cluster", addonName=name)
+    assert nowhere.value.response["Error"]["Code"] == "ResourceNotFoundException"

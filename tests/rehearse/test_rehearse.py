@@ -92,6 +92,11 @@ RBAC_JUSTIFIED: dict[str, str] = {
         )
         for kind in ("cohorts", "resourceflavors", "topologies")
     },
+    "topogov-api-quotas [cluster]: get kueue.x-k8s.io/clusterqueues": (
+        "in HyperPod mode only, the API reads each team's quota in force from the task governance "
+        "add-on's ClusterQueue by name (logic/api_service.py policy_now); this rehearsal's cluster is "
+        "plain EKS (tests/e2e/test_hyperpod_local.py makes those reads as topogov:api)"
+    ),
     f"{_TEAMS}: get kueue.x-k8s.io/workloads": (
         "the fallback reads the Workload again when Kueue refused its JSON patch (admitted "
         "meanwhile), to tell running from changed (adapters/kube_jobs.py _relax_workload)"

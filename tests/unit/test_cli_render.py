@@ -220,3 +220,17 @@ def test_a_teams_placement_is_two_lines_the_team_then_the_fleet():
         "in one domain: no running multi-pod job"
     )
     assert placement_text(None) is None
+
+
+def test_a_hyperpodpytorchjob_is_marked_read_only_in_the_list():
+    from topogov_cli.jobs import name_text, read_only_notes
+
+    ours = {"name": "train"}
+    theirs = {"name": "llama", "read_only": True, "kind": "HyperPodPyTorchJob",
+              "submitted_with": "hyp create hyp-pytorch-job"}  # fmt: skip
+    assert (name_text(ours), name_text(theirs)) == ("train", "llama *")
+    assert read_only_notes([ours, theirs, {**theirs, "name": "other"}]) == [
+        "* a HyperPodPyTorchJob (submitted with `hyp create hyp-pytorch-job`): shown read-only; Topogov "
+        "never charges, changes or cancels it"
+    ]
+    assert read_only_notes([ours]) == []

@@ -263,6 +263,16 @@ class KubeNodes:
             return PatchResult(PatchOutcome.GONE, 404, _message(resp.body))
         return PatchResult(PatchOutcome.FAILED, resp.status, _message(resp.body))
 
+    def addon_namespaces(self) -> list[str]:
+        """The namespaces SageMaker HyperPod task governance's add-on made (labelled
+        ``sagemaker.amazonaws.com/sagemaker-managed-queue=true``): one list, by label selector."""
+        from topogov.domain.hyperpod.mode import ADDON_SELECTOR
+
+        items, resp = self.http.list_all("/api/v1/namespaces", {"labelSelector": ADDON_SELECTOR})
+        if resp.status != 200:
+            raise KubernetesError(resp.status, "list /api/v1/namespaces", _message(resp.body))
+        return sorted(str((i.get("metadata") or {}).get("name", "")) for i in items)
+
     def requested_by_node(self) -> dict[str, Resources]:
         """Sum of the requests of every pod bound to a node and not finished, per node."""
         return self.scan_pods()[0]

@@ -15,6 +15,7 @@ from topogov.domain.labels import (
 )
 from topogov.domain.quantity import Resources
 from topogov.domain.views.batch import JobView, PodView
+from topogov.domain.views.objects import ClusterQueueView, cluster_queue
 from topogov.domain.views.workload import WorkloadView
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
@@ -205,6 +206,17 @@ class KubeJobs:
         if resp.status != 200:
             raise Unavailable(f"listing Workloads in {namespace} failed: HTTP {resp.status}")
         return [WorkloadView.from_api(i) for i in (resp.body or {}).get("items") or []]
+
+    def cluster_queue(self, name: str) -> ClusterQueueView | None:
+        """A ClusterQueue by name (on HyperPod, the add-on's: the quotas in force), None when there is
+        none. One GET: the API may read the teams' queues by name only (deploy/rbac-hyperpod.yaml)."""
+        resp = self.http.request("GET", f"{KUEUE}/clusterqueues/{name}")
+        if resp.status == 404:
+            return None
+        if resp.status != 200:
+            message = (resp.body or {}).get("message", "") if isinstance(resp.body, dict) else ""
+            raise Unavailable(f"reading ClusterQueue {name} failed: HTTP {resp.status} {message}".strip())
+        return cluster_queue({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", **resp.body})
 
     def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None:
         resp = self.http.request(

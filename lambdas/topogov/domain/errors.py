@@ -107,3 +107,10 @@ class TopologyUnavailable(Unavailable):
     """No topology snapshot to decide a topology request from (none written yet, or unreadable)."""
 
     code = "TOPOLOGY_UNAVAILABLE"
+
+
+class QuotasUnavailable(Unavailable):
+    """On HyperPod: the quotas in force (the task governance add-on's ClusterQueues) cannot be read, so
+    nothing that depends on them is decided (never on ``teams.yaml``'s numbers instead)."""
+
+    code = "QUOTAS_UNAVAILABLE"

@@ -338,9 +338,16 @@ def complete_manifest(
     placement: Placement | None,
     submitted_by: str,
     asked_mode: str | None = None,
+    hyperpod: bool = False,
 ) -> dict[str, Any]:
     """Add what governance decided — namespace, queue, priority, topology, suspend — and nothing else
-    (but the two pod labels that say what was asked: ``TOPOLOGY_MODE_LABEL``, ``POD_PRIORITY_LABEL``)."""
+    (but the two pod labels that say what was asked: ``TOPOLOGY_MODE_LABEL``, ``POD_PRIORITY_LABEL``).
+
+    ``hyperpod``: as SageMaker HyperPod task governance expects a Job (SageMaker Developer Guide,
+    topology-aware scheduling; aws/sagemaker-hyperpod-cli puts them on a job and its pod template
+    alike), the queue and priority labels go on the pod template too, and a topology annotation is
+    never beside an instance-type nodeSelector ("not both"): the admission refuses a request with
+    both before this; here a template's instance-type selector goes when a topology is set."""
     job = copy.deepcopy(dict(manifest))
     meta = job["metadata"] = job.get("metadata") or {}
     meta["namespace"] = namespace
@@ -358,12 +365,20 @@ def complete_manifest(
     pod_labels[POD_PRIORITY_LABEL] = priority_class
     if asked_mode:
         pod_labels[TOPOLOGY_MODE_LABEL] = asked_mode
+    if hyperpod:
+        pod_labels[QUEUE_LABEL] = queue
+        pod_labels[PRIORITY_LABEL] = priority_class
     annotations = tmeta["annotations"] = tmeta.get("annotations") or {}
     annotations.pop(REQUIRED_ANNOTATION, None)
     annotations.pop(PREFERRED_ANNOTATION, None)
     if placement is not None and placement.mode != "none" and placement.level:
         key = REQUIRED_ANNOTATION if placement.mode == "required" else PREFERRED_ANNOTATION
         annotations[key] = placement.level
+        selector = (template.get("spec") or {}).get("nodeSelector")
+        if hyperpod and isinstance(selector, dict):
+            selector.pop(INSTANCE_TYPE_LABEL, None)
+            if not selector:
+                template["spec"].pop("nodeSelector")
     if not annotations:
         tmeta.pop("annotations")
     return job
@@ -396,6 +411,35 @@ def job_status(job: JobView | None, workload: WorkloadView | None) -> tuple[str,
     if workload is None:
         return "Pending", "waiting for Kueue to create a Workload for the Job"
     conditions = {c.type: c for c in workload.conditions}
+    admitted = conditions.get("Admitted")
+    if admitted and admitted.true:
+        return "Admitted", None
+    reserved = conditions.get("QuotaReserved")
+    if reserved and reserved.status == "False":
+        return "Pending", reserved.message or reserved.reason or "waiting for quota"
+    return "Pending", "queued in the team's LocalQueue, waiting for admission"
+
+
+# Jobs Topogov shows but did not submit and never changes, by the kind that owns their Workload: the
+# command that made them, and how to stop them.
+HYPERPOD_JOB_KIND = "HyperPodPyTorchJob"  # sagemaker.amazonaws.com/v1, `hyp create hyp-pytorch-job`
+READ_ONLY_KINDS = {
+    HYPERPOD_JOB_KIND: (
+        "hyp create hyp-pytorch-job",
+        "hyp delete hyp-pytorch-job --job-name {name} --namespace {ns}",
+    ),
+}
+
+
+def workload_status(workload: WorkloadView) -> tuple[str, str | None]:
+    """(status, why pending) of a job known by its Kueue Workload only (a HyperPodPyTorchJob), in the
+    vocabulary of :func:`job_status`: Kueue's ``Finished`` (reason ``Succeeded`` or ``Failed``,
+    kubernetes-sigs/kueue v0.17.0 ``apis/kueue/v1beta1/workload_types.go``), ``Admitted``,
+    ``QuotaReserved``."""
+    conditions = {c.type: c for c in workload.conditions}
+    finished = conditions.get("Finished")
+    if finished and finished.true:
+        return ("Failed" if finished.reason == "Failed" else "Succeeded"), None
     admitted = conditions.get("Admitted")
     if admitted and admitted.true:
         return "Admitted", None

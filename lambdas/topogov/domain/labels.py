@@ -18,6 +18,20 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 HYPERPOD_COMPUTE_TYPE_LABEL = "sagemaker.amazonaws.com/compute-type"
 LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"  # not-ready, unreachable, unschedulable, *-pressure, ...
+# SageMaker HyperPod's node labels (SageMaker Developer Guide, "Resilience-related Kubernetes labels by
+# SageMaker HyperPod", sagemaker-hyperpod-eks-resiliency-node-labels.html): the node's health, one of
+# Schedulable / Unschedulable / UnschedulablePendingReplacement / UnschedulablePendingReboot; its
+# cluster and instance group; and the UltraServer a node belongs to, which task governance labels
+# beside the network layers ("Topology-aware scheduling", ...-governance-tasks-scheduling.html).
+HYPERPOD_HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+HYPERPOD_SCHEDULABLE = "Schedulable"
+HYPERPOD_CLUSTER_NAME_LABEL = "sagemaker.amazonaws.com/cluster-name"
+HYPERPOD_INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+HYPERPOD_TAINT_PREFIX = "sagemaker.amazonaws.com/"  # node-health-status=Unschedulable:NoSchedule, ...
+ULTRASERVER_LABEL = "topology.k8s.aws/ultraserver-id"
+# The pods of a HyperPodPyTorchJob (`hyp create hyp-pytorch-job`) carry the job's name in this label
+# (aws/sagemaker-hyperpod-cli, src/sagemaker/hyperpod/training/hyperpod_pytorch_job.py, ``list_pods``).
+HPJOB_LABEL = "HPJob"
 
 # The other label and annotation keys Topogov reads or writes, each spelled here only.
 # Kueue's (kueue.x-k8s.io): the Job's queue and priority, the pod template's topology request, the

@@ -34,6 +34,22 @@ class ProviderRef:
     instance_id: str = ""
 
 
+HYPERPOD_TYPE_PREFIX = "ml."  # SageMaker's instance type names: ml.p5.48xlarge is EC2's p5.48xlarge
+
+
+def normalized_instance_type(instance_type: str) -> str:
+    """EC2's name of an instance type: HyperPod's ``ml.p5.48xlarge`` is ``p5.48xlarge``."""
+    return instance_type.removeprefix(HYPERPOD_TYPE_PREFIX)
+
+
+def hyperpod_instance_type(instance_type: str) -> str:
+    """HyperPod's name of an instance type (what its nodes' ``node.kubernetes.io/instance-type`` label
+    and the task governance add-on's flavors say): ``p5.48xlarge`` is ``ml.p5.48xlarge``."""
+    if instance_type.startswith(HYPERPOD_TYPE_PREFIX):
+        return instance_type
+    return HYPERPOD_TYPE_PREFIX + instance_type
+
+
 def classify(provider_id: str | None, labels: Mapping[str, str] | None = None) -> ProviderRef:
     """Classify a node by its ``spec.providerID`` (and the HyperPod compute-type label)."""
     labels = labels or {}

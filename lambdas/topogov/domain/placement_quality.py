@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topogov.domain.labels import (
+    HPJOB_LABEL,
     JOB_NAME_LABEL,
     JOB_UID_LABEL,
     POD_PRIORITY_LABEL,
@@ -44,9 +45,14 @@ class JobPod:
 
 
 def job_pod(pod: PodView, gpus: int) -> JobPod | None:
-    """A Running pod Kueue admitted for a Job, bound to a node; None for any other pod."""
+    """A Running pod Kueue admitted for a Job (or a HyperPodPyTorchJob: its pods carry ``HPJob``, the
+    job's name, which stands for its uid), bound to a node; None for any other pod."""
     labels = pod.labels
-    uid, node = labels.get(JOB_UID_LABEL), pod.node_name
+    hp_job = labels.get(HPJOB_LABEL)
+    uid, node = (
+        labels.get(JOB_UID_LABEL) or (hp_job and f"{HPJOB_LABEL}/{pod.namespace}/{hp_job}"),
+        pod.node_name,
+    )
     if PODSET_LABEL not in labels or not uid or not node or pod.phase != "Running":
         return None
     annotations = pod.annotations
@@ -55,7 +61,7 @@ def job_pod(pod: PodView, gpus: int) -> JobPod | None:
         mode = "required" if REQUIRED_ANNOTATION in annotations else "none"
         mode = "preferred" if PREFERRED_ANNOTATION in annotations else mode
     return JobPod(
-        pod.namespace, str(labels.get(JOB_NAME_LABEL, "")), str(uid), str(node),
+        pod.namespace, str(labels.get(JOB_NAME_LABEL) or hp_job or ""), str(uid), str(node),
         mode if mode in MODES else "none", labels.get(POD_PRIORITY_LABEL), gpus,
     )  # fmt: skip
 

@@ -35,6 +35,8 @@ class Snapshot:
     # domain/capacity.capacity_record of ``nodes``, made by the pass that wrote them: the API serves
     # its view without building the model's trees per snapshot (empty: not made; the API makes it)
     capacity: dict[str, Any] = field(default_factory=dict)
+    # the cluster's mode at the last full pass (domain/hyperpod/mode.Mode.to_json): the API follows it
+    mode: dict[str, Any] = field(default_factory=dict)
 
     def node_for_instance(self, instance_id: str) -> str | None:
         for node in self.nodes.values():
@@ -65,6 +67,7 @@ class Snapshot:
             "placement": self.placement,
             "running": self.running,
             "capacity": self.capacity,
+            **({"mode": self.mode} if self.mode else {}),
         }
 
     @classmethod
@@ -89,5 +92,6 @@ class Snapshot:
         placement = dict(data.get("placement") or {})
         running = list(data.get("running") or [])
         capacity = dict(data.get("capacity") or {})
+        mode = dict(data.get("mode") or {})
         generated_at = float(data.get("generated_at", 0.0))
-        return cls(instances, absent, nodes, generated_at, placement, running, capacity)
+        return cls(instances, absent, nodes, generated_at, placement, running, capacity, mode)

@@ -1,8 +1,10 @@
 """The cluster's network topology tree with per-domain capacity (pure, no I/O).
 
 Built from node labels (what Kueue sees), so it renders the same against the local stack and a
-real cluster. Layer-1 domains are the roots; each node hangs under its deepest layer; nodes without
-topology labels are grouped on their own instead of being dropped.
+real cluster. Layer-1 domains are the roots; each node hangs under its deepest layer, or, where it
+carries ``topology.k8s.aws/ultraserver-id`` (set by SageMaker HyperPod task governance beside the
+layers), under its UltraServer there: the innermost level. Nodes without topology labels are grouped
+on their own instead of being dropped.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from topogov.domain.labels import layer_label, network_path
+from topogov.domain.labels import ULTRASERVER_LABEL, layer_label, network_path
 from topogov.domain.quantity import Resources, total
 
 
@@ -27,8 +29,10 @@ class NodeCapacity:
     allocatable: Resources = field(default_factory=Resources)
     requested: Resources = field(default_factory=Resources)
     # False when Kueue's TAS leaves the node out for now: not Ready, cordoned (spec.unschedulable) or
-    # tainted NoSchedule/NoExecute by the node lifecycle (node.kubernetes.io/*), which no job tolerates
+    # tainted NoSchedule/NoExecute by the node lifecycle (node.kubernetes.io/*) or HyperPod, which no job
+    # tolerates, or a HyperPod node whose health label is not Schedulable
     available: bool = True
+    ultraserver: str = ""  # topology.k8s.aws/ultraserver-id, where the node carries it
 
     @property
     def used(self) -> Resources:
@@ -55,6 +59,7 @@ class NodeCapacity:
             allocatable or Resources(),
             requested or Resources(),
             available,
+            labels.get(ULTRASERVER_LABEL, ""),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -66,6 +71,7 @@ class NodeCapacity:
             "allocatable": self.allocatable.to_json(),
             "requested": self.requested.to_json(),
             **({} if self.available else {"available": False}),
+            **({"ultraserver": self.ultraserver} if self.ultraserver else {}),
         }
 
     @classmethod
@@ -78,6 +84,7 @@ class NodeCapacity:
             Resources.from_json(data["allocatable"]),
             Resources.from_json(data["requested"]),
             bool(data.get("available", True)),
+            str(data.get("ultraserver") or ""),
         )
 
 
@@ -90,11 +97,12 @@ class Domain:
     allocatable: Resources = field(default_factory=Resources)
     requested: Resources = field(default_factory=Resources)
     node_count: int = 0
+    label: str = ""  # the level's node label: layer_label(layer), or ULTRASERVER_LABEL
 
     def to_json(self) -> dict[str, Any]:
         return {
             "layer": self.layer,
-            "label": layer_label(self.layer),
+            "label": self.label or layer_label(self.layer),
             "id": self.id,
             "node_count": self.node_count,
             "allocatable": self.allocatable.to_json(),
@@ -108,12 +116,14 @@ class Domain:
 class TopologyTree:
     roots: dict[str, Domain] = field(default_factory=dict)
     unplaced: list[NodeCapacity] = field(default_factory=list)
-    depth: int = 0
+    depth: int = 0  # network layers
+    ultraservers: bool = False  # some node hangs under an UltraServer, the innermost level
 
     def to_json(self) -> dict[str, Any]:
+        levels = [layer_label(i) for i in range(1, self.depth + 1)]
         return {
             "depth": self.depth,
-            "levels": [layer_label(i) for i in range(1, self.depth + 1)],
+            "levels": levels + ([ULTRASERVER_LABEL] if self.ultraservers else []),
             "domains": [d.to_json() for d in sorted(self.roots.values(), key=lambda d: d.id)],
             "unplaced": sorted(n.name for n in self.unplaced),
         }
@@ -134,6 +144,14 @@ def build_tree(nodes: Iterable[NodeCapacity]) -> TopologyTree:
                 domain = level[node_id] = Domain(layer, node_id)
             level = domain.children
         assert domain is not None
+        if node.ultraserver:
+            tree.ultraservers = True
+            inner = level.get(node.ultraserver)
+            if inner is None:
+                inner = level[node.ultraserver] = Domain(
+                    len(node.path) + 1, node.ultraserver, label=ULTRASERVER_LABEL
+                )
+            domain = inner
         domain.nodes.append(node)
     for root in tree.roots.values():
         _sum_up(root)
@@ -166,7 +184,8 @@ def to_mermaid(tree: TopologyTree, title: str = "Cluster") -> str:
 
     def emit(domain: Domain, parent: str) -> None:
         mid = _mid(f"L{domain.layer}", domain.id)
-        lines.append(f'    {mid}["Layer {domain.layer}: {domain.id}"]')
+        title = "UltraServer" if domain.label == ULTRASERVER_LABEL else f"Layer {domain.layer}"
+        lines.append(f'    {mid}["{title}: {domain.id}"]')
         lines.append(f"    {parent} --> {mid}")
         for child in sorted(domain.children.values(), key=lambda d: d.id):
             emit(child, mid)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from topogov.adapters.lease import DynamoLease, Held
     from topogov.bootstrap import Reconcile
     from topogov.logic.governor import GovernorSummary
+    from topogov.logic.governor.addon import AddonReport
     from topogov.logic.ledger_sync import SyncSummary
 
 _built: tuple[ReconcileSettings, Reconcile] | None = None
@@ -80,17 +81,30 @@ def publish(summary: PassSummary) -> None:
         ("K8sWrites", summary.k8s_writes),
         ("Incomplete", 0 if summary.complete else 1),
         ("Completed", 1 if summary.complete else 0),  # its absence over a window is an alarm
+        ("HyperPodMode", 1 if summary.cluster_mode == "hyperpod" else 0),
+        ("HyperPodNodes", summary.hyperpod_nodes),
+        ("UnavailableNodes", summary.unavailable),  # Kueue leaves them out (health, taints, cordon)
     ):
         metrics.add_metric(name=name, unit=count, value=value)
     for reason, value in summary.skipped.items():
         metrics.add_metric(name=f"Skipped_{reason}", unit=count, value=value)
     metrics.add_metric(name="DurationSeconds", unit=MetricUnit.Seconds, value=summary.duration_s)
-    logger.info("reconcile pass", extra={"summary": summary.to_json()})
+    # the mode it ran in and why, in the pass's own line (domain/hyperpod/mode.py)
+    logger.info(
+        f"reconcile pass ({summary.cluster_mode} mode: {summary.cluster_mode_why})",
+        extra={"summary": summary.to_json()},
+    )
+    if summary.warnings:
+        logger.warning("cluster mode warnings", extra={"warnings": summary.warnings})
 
 
-def publish_governor(gov: GovernorSummary) -> dict[str, Any]:
+def publish_governor(gov: GovernorSummary | AddonReport) -> dict[str, Any]:
     """The governor's part of a pass as metrics (and its policy warnings as a log line)."""
     from topogov.logic.governor import Action  # loaded with the governor, not at cold start
+    from topogov.logic.governor.addon import AddonReport
+
+    if isinstance(gov, AddonReport):
+        return publish_addon(gov)
 
     plan = gov.plan
     for name, value in (
@@ -107,6 +121,29 @@ def publish_governor(gov: GovernorSummary) -> dict[str, Any]:
     if plan.warnings:
         logger.warning("policy warnings", extra={"warnings": plan.warnings})
     return gov.to_json()
+
+
+def publish_addon(report: AddonReport) -> dict[str, Any]:
+    """HyperPod mode: the add-on's objects against teams.yaml (``logic/governor/addon.py``). ``AddonDrift``
+    (its alarm) counts the objects not as teams.yaml would make them; nothing is written."""
+    from topogov.logic.governor.addon import DIFFERS, MISSING, UNEXPECTED
+
+    for name, value in (
+        ("AddonDrift", len(report.drift)),
+        ("AddonMissing", report.count(MISSING)),
+        ("AddonDiffers", report.count(DIFFERS)),
+        ("AddonUnexpected", report.count(UNEXPECTED)),
+        ("KueueFailed", len(report.failures)),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    if report.drift:
+        logger.warning(
+            "the task governance add-on's Kueue objects differ from teams.yaml",
+            extra={"drift": [d.to_json() for d in report.drift]},
+        )
+    if report.warnings:
+        logger.warning("policy warnings", extra={"warnings": report.warnings})
+    return report.to_json()
 
 
 def publish_ledger(ledger: SyncSummary) -> dict[str, Any]:

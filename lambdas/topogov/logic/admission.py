@@ -7,7 +7,7 @@ index of the topology snapshot; the in-flight cap is checked atomically later, b
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from topogov.domain.errors import (
@@ -17,6 +17,7 @@ from topogov.domain.errors import (
     TopologyInfeasible,
     ValidationFailed,
 )
+from topogov.domain.hyperpod.mapping import workload_priority_class
 from topogov.domain.jobs import (
     JobShape,
     ManifestProblem,
@@ -27,6 +28,8 @@ from topogov.domain.jobs import (
     render_job,
     requests_from,
 )
+from topogov.domain.labels import INSTANCE_TYPE_LABEL
+from topogov.domain.nodes import hyperpod_instance_type, normalized_instance_type
 from topogov.domain.placement import (
     CapacityIndex,
     KueuePick,
@@ -133,6 +136,7 @@ def decide(
     policy: Policy,
     index: CapacityIndex | Callable[[], CapacityIndex],
     where_now: bool = True,
+    hyperpod: bool = False,
 ) -> Admission:
     """The API's decision on a submission, in the order its refusals are checked: the team, the
     job's shape, the priority, never admissible, the topology; then the manifest to create.
@@ -140,22 +144,33 @@ def decide(
     ``index`` may be a function giving it: it is asked for only when the job has a topology
     request, so a job without one is decided while no snapshot exists. ``where_now=False`` leaves
     out where Kueue would place the job now (``domain_now``: the model's placement, the costliest
-    part; the trace simulator places jobs with the model itself)."""
+    part; the trace simulator places jobs with the model itself).
+
+    ``hyperpod``: the cluster's queues are SageMaker HyperPod task governance's (``policy`` has the
+    quotas in force and the add-on's namespaces and LocalQueues): the Job carries the queue and the
+    add-on's WorkloadPriorityClass (``<name>-priority``) on its pod template too, and a topology
+    annotation never beside an instance-type nodeSelector (:func:`_hyperpod_spec`)."""
     team_name = _team_of(request, policy, caller_arn)
     team = policy.teams[team_name]
     shape, asked_priority, spec = _shape_of(request, team)
+    asked_mode, note = spec.mode, None
+    if hyperpod:
+        shape, spec, note = _hyperpod_spec(request, shape, spec)
     priority = _priority(team_name, team, asked_priority)
     total = shape.total
     _refuse_never_admissible(team_name, team, total)
     topo = topology_decision(spec, shape, index if callable(index) else (lambda: index), where_now=where_now)
+    if note is not None:
+        topo = TopologyDecision(mode="none", level=None, reason=note)
     manifest = complete_manifest(
-        _base_manifest(request, team, shape),
+        _base_manifest(request, team, shape, hyperpod),
         namespace=team.namespace,
         queue=team.local_queue,
-        priority_class=priority,
+        priority_class=workload_priority_class(priority) if hyperpod else priority,
         placement=Placement(topo.mode, topo.level) if topo.level else None,
         submitted_by=caller_arn,
-        asked_mode=spec.mode,
+        asked_mode=asked_mode,
+        hyperpod=hyperpod,
     )
     quota, borrow, cap = team.quota_resources, team.borrow_resources, team.max_in_flight_resources
     decision = Decision(
@@ -212,6 +227,35 @@ def _shape_of(request: JobRequest | ManifestRequest, team: Team) -> tuple[JobSha
     return shape, request.priority, request.topology_spec()
 
 
+NOT_BOTH = (
+    "on SageMaker HyperPod a job asks for a topology or an instance type, not both (SageMaker Developer "
+    'Guide, topology-aware scheduling: the topology annotation or a nodeSelector, "but not both")'
+)
+
+
+def _hyperpod_spec(
+    request: JobRequest | ManifestRequest, shape: JobShape, spec: TopologySpec
+) -> tuple[JobShape, TopologySpec, str | None]:
+    """The job's shape with EC2's name of its instance type (``ml.p5.48xlarge`` is ``p5.48xlarge`` in the
+    snapshot), and its topology request where HyperPod takes it: a topology asked beside an instance
+    type is refused (400, naming the instance type's field); ``auto`` beside one is no topology, and
+    the third value says why (None otherwise)."""
+    if shape.instance_type is None:
+        return shape, spec, None
+    shape = replace(shape, instance_type=normalized_instance_type(shape.instance_type))
+    if spec.mode == "none":
+        return shape, spec, None
+    field = (
+        f"manifest.spec.template.spec.nodeSelector.{INSTANCE_TYPE_LABEL}"
+        if isinstance(request, ManifestRequest)
+        else "instance_type"
+    )
+    if spec.mode == "auto":
+        why = f"auto: {NOT_BOTH}; {field} was asked, so the job gets no topology"
+        return shape, TopologySpec(mode="none"), why
+    raise ValidationFailed(field, f"{NOT_BOTH}: leave out {field} or the topology")
+
+
 def _priority(team_name: str, team: Team, asked: str | None) -> str:
     """The priority class: asked or the team's default, and one the team is allowed."""
     allowed = list(team.priority_class_names)
@@ -255,10 +299,16 @@ def _refuse_never_admissible(team_name: str, team: Team, total: Resources) -> No
         )
 
 
-def _base_manifest(request: JobRequest | ManifestRequest, team: Team, shape: JobShape) -> dict[str, Any]:
-    """The Job before Topogov's labels and annotations: the caller's manifest, or one rendered."""
+def _base_manifest(
+    request: JobRequest | ManifestRequest, team: Team, shape: JobShape, hyperpod: bool = False
+) -> dict[str, Any]:
+    """The Job before Topogov's labels and annotations: the caller's manifest, or one rendered (on
+    HyperPod its nodeSelector names the instance type as HyperPod's nodes are labelled: ``ml.``)."""
     if isinstance(request, ManifestRequest):
         return request.manifest
+    instance_type = request.instance_type
+    if hyperpod and instance_type:
+        instance_type = hyperpod_instance_type(instance_type)
     return render_job(
         name=request.job_name,
         namespace=team.namespace,
@@ -268,7 +318,7 @@ def _base_manifest(request: JobRequest | ManifestRequest, team: Team, shape: Job
         command=request.command,
         args=request.args,
         environment=request.environment,
-        instance_type=request.instance_type,
+        instance_type=instance_type,
         max_retry=request.max_retry,
         tasks_per_node=request.tasks_per_node,
     )

@@ -14,12 +14,14 @@ from topogov.domain.errors import (
     Conflict,
     Forbidden,
     NotFound,
+    QuotasUnavailable,
     Refusal,
     SnapshotError,
     TopologyUnavailable,
     Unavailable,
 )
-from topogov.domain.labels import JOB_UID_LABEL, WORKLOAD_JOB_UID_LABEL
+from topogov.domain.hyperpod.mode import Mode, configured
+from topogov.domain.labels import HPJOB_LABEL, JOB_UID_LABEL, WORKLOAD_JOB_UID_LABEL
 from topogov.domain.placement import CapacityIndex
 from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import RESOURCE_ATTRS, Resources
@@ -27,6 +29,7 @@ from topogov.domain.snapshot import Snapshot
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse, WhatIfRequest
 from topogov.domain.tree import build_tree, to_mermaid
 from topogov.domain.views.batch import JobView, PodView
+from topogov.domain.views.objects import ClusterQueueView
 from topogov.domain.views.workload import WorkloadView
 from topogov.logic.admission import decide
 from topogov.logic.ports import LedgerPort
@@ -55,12 +58,101 @@ class JobsPort(Protocol):
     def admitted_usage(self, namespace: str) -> Resources: ...
 
 
+class QueuesPort(Protocol):
+    """The ClusterQueues the quotas in force are read from, on HyperPod (``domain/hyperpod/quotas.py``)."""
+
+    def cluster_queue(self, name: str) -> ClusterQueueView | None: ...
+
+
+class KubePort(JobsPort, QueuesPort, Protocol):
+    """The API's Kubernetes side whole: the team namespaces' objects and, on HyperPod, the queues."""
+
+
 def _released_status(record: dict[str, Any], status: str, why: str | None) -> tuple[str, str | None]:
     """A cancelled job whose Job is gone is Cancelled, not Vanished."""
     cancelled = record.get("state") == "released" and record.get("release_reason") == "cancelled"
     if cancelled and status == "Vanished":
         return "Cancelled", None
     return status, why
+
+
+def _read_only(workload: WorkloadView) -> bool:
+    from topogov.domain.jobs import READ_ONLY_KINDS
+
+    return workload.owner_kind in READ_ONLY_KINDS
+
+
+def _job_row(
+    team: str,
+    namespace: str,
+    r: dict[str, Any],
+    live: dict[str, JobView],
+    by_uid: dict[str | None, WorkloadView],
+    pods_by_uid: dict[str, list[PodView]],
+    nodes: dict[str, Any],
+) -> tuple[str, dict[str, Any]]:
+    """A job Topogov submitted, as ``GET /v1/jobs`` lists it: its record, its Job and its Workload
+    (with its status, first)."""
+    from topogov.domain.jobs import job_status
+    from topogov.domain.landing import landing, pods_from
+
+    job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None
+    workload = by_uid.get(job.uid) if job else None
+    status, why = _released_status(r, *job_status(job, workload))
+    asked = ((r.get("decision") or {}).get("topology") or {}).get("level")
+    landed = landing(pods_from(pods_by_uid.get(job.uid if job else "-", [])), nodes, asked)
+    return status, {
+        "team": team,
+        "name": r["name"],
+        "status": status,
+        "why_pending": why,
+        "state": r.get("state"),
+        "submitted_by": r.get("submitted_by"),
+        "submitted_at": r.get("submitted_at"),
+        "priority_class": (r.get("decision") or {}).get("priority_class"),
+        "topology": (r.get("decision") or {}).get("topology"),
+        "fallback_at": (r.get("fallback") or {}).get("at"),
+        "placement": landed["verdict"],
+        "inside_asked": landed["inside_asked"],
+    }
+
+
+def _read_only_row(
+    team: str, w: WorkloadView, pods_by_uid: dict[str, list[PodView]], nodes: dict[str, Any]
+) -> dict[str, Any]:
+    """A job submitted outside Topogov (``hyp create hyp-pytorch-job``), known by its Kueue Workload and
+    its pods (labelled ``HPJob``): shown, never changed or charged."""
+    from topogov.domain.jobs import READ_ONLY_KINDS, workload_status
+    from topogov.domain.landing import landing, pods_from
+
+    status, why = workload_status(w)
+    request = next((ps.topology_request for ps in w.pod_sets if ps.topology_request.asked), None)
+    mode = (
+        "required"
+        if request and request.required
+        else "preferred"
+        if request and request.preferred
+        else "none"
+    )
+    level = (request.required or request.preferred) if request else None
+    landed = landing(pods_from(pods_by_uid.get(f"{HPJOB_LABEL}={w.owner_name}", [])), nodes, level)
+    return {
+        "team": team,
+        "name": w.owner_name,
+        "status": status,
+        "why_pending": why,
+        "state": None,
+        "submitted_by": None,
+        "submitted_at": w.creation_timestamp,
+        "priority_class": None,
+        "topology": {"mode": mode, "level": level},
+        "fallback_at": None,
+        "placement": landed["verdict"],
+        "inside_asked": landed["inside_asked"],
+        "read_only": True,
+        "kind": w.owner_kind,
+        "submitted_with": READ_ONLY_KINDS[w.owner_kind][0],
+    }
 
 
 def _ago(seconds: int) -> str:
@@ -88,13 +180,64 @@ class ApiService:
     _index: tuple[int, CapacityIndex, float] | None = None
     _capacity: tuple[Snapshot, dict[str, Any]] | None = None  # the capacity view of one snapshot
     _fleet_map: tuple[Snapshot, list[list[Any]], list[dict[str, Any]]] | None = None  # its node rows
-    _model: tuple[Snapshot, Any] | None = None  # the Kueue model of one snapshot, its cluster kept
+    # the Kueue model of one snapshot and policy in force (HyperPod: the add-on's quotas), its cluster kept
+    _model: tuple[Snapshot, Policy, Any] | None = None
     _workloads: Any = None  # the Workloads last read for an estimate (logic/estimates.WorkloadCache)
     _state: tuple[float, Any, Any] | None = None  # (when, for which Forecaster) the estimates' inputs read
     _snapshot_at: float = 0.0  # the indexed snapshot's generated_at (when its content last changed)
     _idempotent: Any = None
     _idempotency_config: Any = None
     lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
+    queues: QueuesPort | None = None  # HyperPod: the add-on's ClusterQueues (the quotas in force)
+    hyperpod_cluster_arn: str | None = None  # the deployment's (TOPOGOV_HYPERPOD_CLUSTER_ARN)
+    _mode: tuple[float, Mode] | None = None
+    _in_force: tuple[float, Policy] | None = None
+
+    # -- the cluster's mode and the quotas in force -------------------------------------------------
+    def mode(self) -> Mode:
+        """The cluster's mode as the last reconcile pass found it (``domain/hyperpod/mode.py``), else the
+        deployment's; re-read with the snapshot at most every ``snapshot_ttl_s``."""
+        now = self.monotonic()
+        if self._mode is not None and now - self._mode[0] < self.snapshot_ttl_s:
+            return self._mode[1]
+        try:
+            snap = self.snapshots.load()
+        except SnapshotError:
+            snap = None
+        mode = (
+            Mode.from_json(snap.mode)
+            if snap is not None and snap.mode
+            else configured(self.hyperpod_cluster_arn)
+        )
+        self._mode = (now, mode)
+        return mode
+
+    def policy_now(self) -> Policy:
+        """The policy the API's arithmetic uses: ``teams.yaml``, or on HyperPod ``teams.yaml`` with the
+        quotas in force in the task governance add-on's ClusterQueues (one source of truth), re-read at
+        most every ``snapshot_ttl_s``. Raises ``QuotasUnavailable`` (503) when they cannot be read:
+        nothing is decided on ``teams.yaml``'s numbers instead, which the add-on may not enforce."""
+        if not self.mode().hyperpod:
+            return self.policy
+        now = self.monotonic()
+        if self._in_force is not None and now - self._in_force[0] < self.snapshot_ttl_s:
+            return self._in_force[1]
+        from topogov.domain.hyperpod.quotas import in_force, policy_in_force, read_queues
+
+        if self.queues is None:
+            raise QuotasUnavailable("the quotas in force cannot be read: no reader of the ClusterQueues")
+        try:
+            queues = read_queues(self.policy, self.queues.cluster_queue)
+        except QuotasUnavailable:
+            raise
+        except Refusal as exc:
+            raise QuotasUnavailable(
+                "the quotas in force (the task governance add-on's ClusterQueues) cannot be read: "
+                + exc.message
+            ) from exc
+        policy = policy_in_force(self.policy, in_force(queues))
+        self._in_force = (now, policy)
+        return policy
 
     # -- topology ---------------------------------------------------------------------------------
     def _snapshot(self) -> Snapshot:
@@ -164,7 +307,8 @@ class ApiService:
 
     # -- submit -----------------------------------------------------------------------------------
     def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
-        adm = decide(request, caller_arn=caller, policy=self.policy, index=self.index)
+        policy, hyperpod = self.policy_now(), self.mode().hyperpod
+        adm = decide(request, caller_arn=caller, policy=policy, index=self.index, hyperpod=hyperpod)
         d = adm.decision
         if d.topology.domain_now and self._snapshot_at:
             # "fits now" is the snapshot's: say how old it is (the API cannot read Nodes to check)
@@ -378,69 +522,58 @@ class ApiService:
 
     def jobs_of(self, caller: str, team: str | None) -> list[dict[str, Any]]:
         """The jobs of ``team`` (else of every team the caller sees) with their status and where they
-        landed: three list calls per team (Jobs, Workloads, Kueue's pods), not one per job."""
-        from topogov.domain.jobs import job_status
-        from topogov.domain.landing import landing, pods_from
-
-        nodes = self._snapshot_nodes()
-
+        landed: three list calls per team (Jobs, Workloads, Kueue's pods), not one per job; a team with
+        no record of Topogov's costs one (its Workloads: a job submitted with ``hyp create
+        hyp-pytorch-job`` is shown too, read-only)."""
         teams = [team] if team else self.visible_teams(caller)
-        out = []
+        nodes = self._snapshot_nodes()
+        out: list[dict[str, Any]] = []
         pending: list[tuple[str, str]] = []
         for t in teams:
             namespace = self._authorize(caller, t).namespace
             records = self.ledger.list(t)
-            if not records:
+            workloads = self.jobs.workloads(namespace)
+            foreign = [
+                w for w in workloads if _read_only(w) and not any(r["name"] == w.owner_name for r in records)
+            ]
+            if not records and not foreign:
                 continue
-            live = {j.name: j for j in self.jobs.list_jobs(namespace)}
-            by_uid = {w.labels.get(WORKLOAD_JOB_UID_LABEL): w for w in self.jobs.workloads(namespace)}
             pods_by_uid: dict[str, list[PodView]] = {}
             for pod in self.jobs.kueue_pods(namespace):
-                pods_by_uid.setdefault(pod.labels.get(JOB_UID_LABEL) or "", []).append(pod)
-            for r in records:
-                job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None
-                workload = by_uid.get(job.uid) if job else None
-                status, why = _released_status(r, *job_status(job, workload))
-                if status == "Pending":
-                    pending.append((t, r["name"]))
-                asked = ((r.get("decision") or {}).get("topology") or {}).get("level")
-                uid = job.uid if job else None
-                landed = landing(pods_from(pods_by_uid.get(uid or "-", [])), nodes, asked)
-                out.append(
-                    {
-                        "team": t,
-                        "name": r["name"],
-                        "status": status,
-                        "why_pending": why,
-                        "state": r.get("state"),
-                        "submitted_by": r.get("submitted_by"),
-                        "submitted_at": r.get("submitted_at"),
-                        "priority_class": (r.get("decision") or {}).get("priority_class"),
-                        "topology": (r.get("decision") or {}).get("topology"),
-                        "fallback_at": (r.get("fallback") or {}).get("at"),
-                        "placement": landed["verdict"],
-                        "inside_asked": landed["inside_asked"],
-                    }
-                )
+                key = pod.labels.get(JOB_UID_LABEL) or f"{HPJOB_LABEL}={pod.labels.get(HPJOB_LABEL, '')}"
+                pods_by_uid.setdefault(key, []).append(pod)
+            if records:
+                live = {j.name: j for j in self.jobs.list_jobs(namespace)}
+                by_uid = {w.labels.get(WORKLOAD_JOB_UID_LABEL): w for w in workloads}
+                for r in records:
+                    status, row = _job_row(t, namespace, r, live, by_uid, pods_by_uid, nodes)
+                    if status == "Pending":
+                        pending.append((t, r["name"]))
+                    out.append(row)
+            out.extend(_read_only_row(t, w, pods_by_uid, nodes) for w in foreign)
         if pending:
             etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0, detail=False)
             for j in out:
                 est = etas.get((j["team"], j["name"]))
-                j["eta"] = (
-                    None if est is None else {k: est.get(k) for k in ("start_in_s", "start_at", "error")}
-                )
+                if not j.get("read_only"):
+                    j["eta"] = (
+                        None if est is None else {k: est.get(k) for k in ("start_in_s", "start_at", "error")}
+                    )
         return out
 
     # -- start estimates ----------------------------------------------------------------------------
     def _forecaster(self) -> Any:
         """The Kueue model of the current snapshot and the cluster it last forecast from, kept
-        while the snapshot is the same (logic/whatif/forecast.Forecaster)."""
+        while the snapshot and the policy in force are the same (logic/whatif/forecast.Forecaster)."""
         from topogov.logic.whatif.forecast import Forecaster, Model
 
         snap = self._snapshot()
-        if self._model is None or self._model[0] is not snap:  # the snapshot held: its id is not reused
-            self._model = (snap, Forecaster(Model(list(snap.nodes.values()), self.policy)))
-        return self._model[1]
+        policy = self.policy_now()
+        held = self._model
+        # the snapshot held: its id is not reused; the policy re-read on HyperPod compares by value
+        if held is None or held[0] is not snap or (held[1] is not policy and held[1] != policy):
+            held = self._model = (snap, policy, Forecaster(Model(list(snap.nodes.values()), policy)))
+        return held[2]
 
     def _estimate_state(self, kept: Any, jobs: list[tuple[str, str]], now_s: float) -> Any:
         """The Workloads, Jobs and ledger records as the model's inputs (logic/estimates.State): those
@@ -479,7 +612,7 @@ class ApiService:
 
         try:
             kept = self._forecaster()
-        except TopologyUnavailable as exc:
+        except (TopologyUnavailable, QuotasUnavailable) as exc:
             return {j: {"start_in_s": None, "start_at": None, "error": exc.message} for j in jobs}
         now_s = est.epoch(self.clock()) or time.time()
         state = self._estimate_state(kept, jobs, now_s)
@@ -521,17 +654,34 @@ class ApiService:
         return out
 
     def cancel(self, caller: str, team: str, name: str) -> dict[str, Any]:
-        self._authorize(caller, team)
+        t = self._authorize(caller, team)
         record = self.ledger.get(team, name)
         if record is None:
+            self._refuse_read_only(t.namespace, team, name)
             raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
         deleted = self.jobs.delete(record["namespace"], name)
         released = self.ledger.release(team, name, "cancelled")
         return {"team": team, "name": name, "job_deleted": deleted, "charge_released": released}
 
+    def _refuse_read_only(self, namespace: str, team: str, name: str) -> None:
+        """A job Topogov did not submit but shows (a HyperPodPyTorchJob's Workload) is not Topogov's to
+        cancel: 409, saying how to stop it."""
+        from topogov.domain.jobs import READ_ONLY_KINDS
+
+        for w in self.jobs.workloads(namespace):
+            if w.owner_kind in READ_ONLY_KINDS and w.owner_name == name:
+                made_by, stop = READ_ONLY_KINDS[w.owner_kind]
+                raise Conflict(
+                    f"{name!r} is a {w.owner_kind} submitted with `{made_by}`, not through Topogov: it is "
+                    f"shown read-only here; stop it with `{stop.format(name=name, ns=namespace)}`",
+                    {"team": team, "name": name, "kind": w.owner_kind, "read_only": True},
+                )
+
     def team_view(self, caller: str, team: str) -> dict[str, Any]:
-        t = self._authorize(caller, team)
+        self._authorize(caller, team)
+        t = self.policy_now().teams[team]
         used = self.ledger.usage(team)
+        mode = self.mode()
 
         def res(r: Resources) -> dict[str, int]:
             return {RESOURCE_ATTRS[a]: getattr(r, a) for a in RESOURCE_ATTRS}
@@ -548,6 +698,9 @@ class ApiService:
             "priority_classes": list(t.priority_class_names),
             "default_priority_class": t.default_priority_class,
             "placement": self._placement_of(team),
+            "quota_source": f"ClusterQueue {t.namespace}-clusterqueue (HyperPod task governance)"
+            if mode.hyperpod
+            else "teams.yaml",
         }
 
     # -- what if (admins) ----------------------------------------------------------------------------
@@ -606,7 +759,7 @@ class ApiService:
                 changed = change_fleet(changed, change)
             except InputError as exc:
                 raise ValidationFailed("fleet_change", exc.message) from None
-        named = {"baseline": (nodes, self.policy)}
+        named = {"baseline": (nodes, self.policy_now())}
         if request.policy is not None or request.fleet_change:
             named["proposed"] = (changed, proposed)
         out = compare(trace, named, regime=request.regime, release_lag_s=request.release_lag_s)

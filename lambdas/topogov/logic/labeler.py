@@ -16,6 +16,14 @@ verified against EC2 every ``verify_after_s`` (not ``refresh_after_s``: EKS keep
 step), at once if the node's labels stop matching it, and always for an instance an event names (a
 stop/start moves it). What EC2 answers then wins: drift is corrected as for any answer. Partial
 labels (a gap, too few layers for the type) are asked of EC2 as if there were none.
+
+SageMaker HyperPod (``domain/hyperpod/mode.py`` decides the mode on each full pass, from the
+deployment's cluster ARN and the task governance add-on's namespaces): a HyperPod node is never
+labelled nor asked of EC2 in either mode (its instance lives in SageMaker's account; HyperPod sets its
+topology labels). In HyperPod mode the pass writes no node label at all and calls no EC2: every node's
+snapshot entry is made from the labels it carries (the instance type without HyperPod's ``ml.``, the
+layers, ``ultraserver-id`` as the innermost level, unavailable when its health label or a taint says
+so, :class:`~topogov.domain.views.nodes.NodeView`). The summary says which mode the pass ran in and why.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from topogov.domain.errors import KubernetesError, SnapshotError
+from topogov.domain.hyperpod.mode import Mode, configured, detect
 from topogov.domain.labels import (
     InstanceTopology,
     LabelPatch,
@@ -50,6 +59,7 @@ class Skip(enum.StrEnum):
     NOT_EC2 = NodeKind.NOT_EC2.value
     HYPERPOD = NodeKind.HYPERPOD.value
     MALFORMED = NodeKind.MALFORMED.value
+    HYPERPOD_MODE = "hyperpod_mode"  # an EC2 node of a HyperPod-mode cluster: read as labelled, never written
     NOT_IN_EC2_ANSWER = "not_in_ec2_answer"  # unsupported type, not running: layer labels removed
     PENDING = "pending"  # not asked yet: time budget or EC2 error; the next pass continues
     NODE_GONE = "node_gone"  # deleted between list and patch
@@ -126,6 +136,11 @@ class PassSummary:
     failures: list[dict[str, Any]] = field(default_factory=list)
     snapshot_written: bool = False  # only when its content changed
     snapshot_error: str | None = None
+    cluster_mode: str = "eks"  # "hyperpod" or "eks" (domain/hyperpod/mode.py)
+    cluster_mode_why: str = ""
+    hyperpod_nodes: int = 0
+    unavailable: int = 0  # nodes Kueue leaves out now (not Ready, cordoned, tainted, HyperPod health)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,8 +216,12 @@ class Labeler:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         patch_concurrency: int = 1,
+        hyperpod_cluster_arn: str | None = None,
+        addon_namespaces: Callable[[], list[str]] | None = None,
     ) -> None:
         self._nodes = nodes
+        self.hyperpod_cluster_arn = hyperpod_cluster_arn  # the deployment's (TOPOGOV_HYPERPOD_CLUSTER_ARN)
+        self._addon_namespaces = addon_namespaces  # the namespaces labelled sagemaker-managed-queue
         self._patch_concurrency = max(1, patch_concurrency)
         self._ec2 = ec2
         self._store = store
@@ -211,6 +230,7 @@ class Labeler:
         self.last_snapshot: Snapshot | None = None  # after a pass: what it learned (the governor's input)
         self.last_pods: list[JobPod] | None = None  # after a full pass: Kueue's running pods (placement)
         self.team_of: dict[str, str] = {}  # namespace -> team, for the placement quality per team
+        self.last_mode: Mode | None = None  # after a pass: the cluster's mode it ran in
 
     def run(self, options: PassOptions) -> PassSummary:
         started = self._clock()
@@ -219,15 +239,20 @@ class Labeler:
         snapshot = self._load_snapshot(summary)
         before = (
             dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement,
-            snapshot.running,
+            snapshot.running, snapshot.mode,
         )  # fmt: skip
         work = _Pass(options, summary, snapshot)
         self._select_nodes(work)
-        self._learn_topology(work)
-        self._label_nodes(work)
+        mode = self._mode(work)
+        if not mode.hyperpod:
+            self._learn_topology(work)
+            self._label_nodes(work)
         self._refresh_snapshot(work)
+        if options.targeted_instance_ids is None:
+            snapshot.mode = mode.to_json()
         self._save_if_changed(work, before)
         self.last_snapshot = snapshot
+        self.last_mode = mode
         summary.skipped = dict(sorted(work.skips.items()))
         summary.k8s_reads = self._nodes.counters.reads - reads0
         summary.k8s_writes = self._nodes.counters.writes - writes0
@@ -253,6 +278,33 @@ class Labeler:
                 skips[ref.kind.value] += 1
         work.summary.nodes_seen = len(work.views)
         work.summary.ec2_backed = len(work.ec2_nodes)
+        work.summary.hyperpod_nodes = skips[NodeKind.HYPERPOD.value]
+        work.summary.unavailable = sum(1 for v in work.views if not v.available)
+
+    def _mode(self, work: _Pass) -> Mode:
+        """The cluster's mode: detected on a full pass (one list of the add-on's namespaces); a
+        targeted pass keeps the last full pass's. In HyperPod mode no node is labelled or asked of EC2:
+        the EC2 nodes are left out of the pass's writes like the HyperPod ones."""
+        summary, snapshot = work.summary, work.snapshot
+        previous = Mode.from_json(snapshot.mode) if snapshot.mode else configured(self.hyperpod_cluster_arn)
+        if work.options.targeted_instance_ids is not None:
+            mode = previous
+        else:
+            try:
+                namespaces = self._addon_namespaces() if self._addon_namespaces is not None else []
+            except KubernetesError as exc:
+                # Unreadable: the last pass's answer stands (never the plain mode by default, whose
+                # governor would write the add-on's queues).
+                summary.failures.append({"node": None, "status": exc.status, "message": str(exc)})
+                summary.complete = False
+                namespaces = list(previous.addon_namespaces)
+            mode = detect(self.hyperpod_cluster_arn, summary.hyperpod_nodes, namespaces)
+        summary.cluster_mode, summary.cluster_mode_why = mode.name, mode.why
+        summary.warnings.extend(mode.warnings)
+        if mode.hyperpod and work.ec2_nodes:
+            work.skips[Skip.HYPERPOD_MODE] += len(work.ec2_nodes)
+            work.ec2_nodes = []
+        return mode
 
     def _learn_topology(self, work: _Pass) -> None:
         """Adopt the answers EKS's labels give, then ask EC2 only for what is not known: instances
@@ -418,7 +470,10 @@ class Labeler:
     def _save_if_changed(self, work: _Pass, before: tuple[Any, ...]) -> None:
         """Written only when its content changed: no write without drift, here as on the nodes."""
         snapshot, summary = work.snapshot, work.summary
-        current = (snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement, snapshot.running)
+        current = (
+            snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement, snapshot.running,
+            snapshot.mode,
+        )  # fmt: skip
         if current == before and snapshot.generated_at:
             return
         snapshot.generated_at = self._wall()

@@ -27,6 +27,14 @@
   (the access-entry operations of API_CreateAccessEntry.html, InvalidRequestException).
   ``CreateAccessEntry``, ``ListAccessEntries``, ``DescribeAccessEntry`` and ``DeleteAccessEntry`` are
   served (moto routes none of them).
+* **Add-ons** (moto routes none): ``CreateAddon`` records ``addonName`` and ``addonVersion`` (the
+  version given, else ``v0.0.0-eksbuild.1``: the emulator has no catalogue of versions, unlike
+  ``DescribeAddonVersions``) on an existing cluster (``ResourceNotFoundException`` otherwise, one add-on
+  of a name, ``ResourceInUseException``), ``ACTIVE`` at once; ``DescribeAddon`` answers it (EKS's
+  ``ResourceNotFoundException`` "No addon: <name> found in cluster: <cluster>" when absent: the
+  message text is the emulator's) and ``ListAddons`` names them
+  (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddon.html). The local stack's
+  ``--hyperpod`` installs ``amazon-sagemaker-hyperpod-taskgovernance`` so.
 * **Endpoint access** (``resourcesVpcConfig``): ``DescribeCluster`` answers ``endpointPublicAccess``,
   ``endpointPrivateAccess`` and ``publicAccessCidrs`` with EKS's defaults when CreateCluster did not
   set them (public on, private off, ``0.0.0.0/0``: API_VpcConfigRequest.html), and
@@ -200,6 +208,84 @@ def _entry_view(entry: dict[str, Any]) -> dict[str, Any]:
 def _install_responses() -> None:
     _install_cluster_config()
     _install_access_entries()
+    _install_addons()
+
+
+_ADDONS: dict[tuple[str, str], dict[str, dict[str, dict[str, Any]]]] = {}
+UNVERSIONED = "v0.0.0-eksbuild.1"
+
+
+def create_addon(
+    account_id: str, region: str, cluster: str, name: str, version: str | None
+) -> dict[str, Any]:
+    found = _cluster(account_id, region, cluster)
+    with _lock:
+        addons = _ADDONS.setdefault((account_id, region), {}).setdefault(cluster, {})
+        if name in addons:
+            raise EksError("ResourceInUseException", f"Addon already exists: {name}")
+        addons[name] = {
+            "addonName": name,
+            "clusterName": cluster,
+            "status": "ACTIVE",
+            "addonVersion": version or UNVERSIONED,
+            "health": {"issues": []},
+            "addonArn": f"{found.arn.replace(':cluster/', ':addon/')}/{name}/local",
+            "tags": {},
+        }
+        return dict(addons[name])
+
+
+def describe_addon(account_id: str, region: str, cluster: str, name: str) -> dict[str, Any]:
+    _cluster(account_id, region, cluster)
+    with _lock:
+        addon = _ADDONS.get((account_id, region), {}).get(cluster, {}).get(name)
+    if addon is None:
+        raise EksError("ResourceNotFoundException", f"No addon: {name} found in cluster: {cluster}")
+    return dict(addon)
+
+
+def _install_addons() -> None:
+    """CreateAddon, DescribeAddon and ListAddons (see the module doc), and their routes."""
+    import json
+
+    from moto.eks import urls
+    from moto.eks.exceptions import ResourceInUseException, ResourceNotFoundException
+    from moto.eks.responses import EKSResponse
+
+    errors = {
+        "ResourceInUseException": ResourceInUseException,
+        "ResourceNotFoundException": ResourceNotFoundException,
+    }
+
+    def call(self: Any, fn: Any) -> Any:
+        try:
+            return 200, {}, json.dumps(fn(self.current_account, self.region, self._get_param("name")))
+        except EksError as exc:
+            raise errors[exc.code](message=str(exc)) from None
+
+    def addon_name(self: Any) -> str:
+        return str(self._get_param("addonName") or self.path.split("/addons/", 1)[1].split("?", 1)[0])
+
+    def create_addon_call(self: Any) -> Any:
+        name, version = self._get_param("addonName"), self._get_param("addonVersion")
+        return call(self, lambda a, r, n: {"addon": create_addon(a, r, n, name, version)})
+
+    def describe_addon_call(self: Any) -> Any:
+        return call(self, lambda a, r, n: {"addon": describe_addon(a, r, n, addon_name(self))})
+
+    def list_addons_call(self: Any) -> Any:
+        def listed(a: str, r: str, n: str) -> dict[str, Any]:
+            _cluster(a, r, n)
+            with _lock:
+                return {"addons": sorted(_ADDONS.get((a, r), {}).get(n, {}))}
+
+        return call(self, listed)
+
+    EKSResponse.create_addon = create_addon_call  # type: ignore[attr-defined]
+    EKSResponse.describe_addon = describe_addon_call  # type: ignore[attr-defined]
+    EKSResponse.list_addons = list_addons_call  # type: ignore[attr-defined]
+    urls.url_paths["{0}/clusters/(?P<name>[^/]+)/addons$"] = urls.response.dispatch
+    urls.url_paths["{0}/clusters/(?P<name>[^/]+)/addons/(?P<addonName>[^/]+)$"] = urls.response.dispatch
 
 
 def _install_cluster_config() -> None:

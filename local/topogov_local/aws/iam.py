@@ -368,6 +368,9 @@ def install() -> None:
     _install_judging()
     _install_service_checks()
     _install_bucket_policies()
+    from topogov_local.aws import iam_simulate  # SimulatePrincipalPolicy, for topogov preflight
+
+    iam_simulate.install()
 
 
 def _install_judging() -> None:

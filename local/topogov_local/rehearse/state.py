@@ -105,7 +105,9 @@ def function_runtime(
     code = state.template["Resources"][logical_id]["Properties"]["Code"]
     bucket = _resolve(code["S3Bucket"], state)
     package = s3.get_object(Bucket=bucket, Key=code["S3Key"])["Body"].read()
-    task_root = Path(directory) / name / "var" / "task"
+    # One directory per code version (its asset key): a new version runs in new execution environments,
+    # so a handler kept warm in this process builds itself again from the new code's policy and paths
+    task_root = Path(directory) / name / Path(str(code["S3Key"])).stem / "var" / "task"
     task_root.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(io.BytesIO(package)) as zf:
         zf.extractall(task_root)

@@ -27,6 +27,11 @@ def walkthrough(stack: Any) -> None:
     from topogov_local.walkthrough.whatif import whatif
 
     c = Console(stack)
+    if stack.options.hyperpod:  # topogov local --hyperpod
+        from topogov_local.walkthrough.hyperpod import hyperpod_walkthrough
+
+        hyperpod_walkthrough(c)
+        return
     labeler(c)  # steps 1-6
     governor(c)  # 7
     if stack.api is None:
@@ -84,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         ec2_rate=args.ec2_rate,
         api_port=args.api_port,
         labelled_by_eks=getattr(args, "labelled_by_eks", False),
+        hyperpod=getattr(args, "hyperpod", False),
     )
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO")  # read when the Logger is created
     starting = "Starting the local stack (moto + `cdk deploy` of the app, etcd, Kubernetes, Kueue, KWOK) ..."

@@ -37,10 +37,11 @@ from topogov.domain.policy import Policy
 
 
 def expected_objects(
-    policy: Policy, cluster_arn: str, *, api_version: ApiVersion = "v1beta1"
+    policy: Policy, cluster_arn: str | None, *, api_version: ApiVersion = "v1beta1"
 ) -> list[dict[str, Any]]:
     """The Kueue objects the add-on writes once the stack has put ``policy`` into force on the cluster
-    ``cluster_arn`` (raises ``PolicyError`` as :func:`render` does)."""
+    ``cluster_arn`` (None: whichever; the objects do not name it) (raises ``PolicyError`` as
+    :func:`render` does)."""
     governance = render(policy, cluster_arn)
     assert policy.hyperpod is not None  # render refuses a policy without it
     scheduler: Mapping[str, Any] = governance.scheduler_config["SchedulerConfig"]

@@ -68,6 +68,8 @@ class WorkloadView:
     admitted_queue: str | None  # status.admission.clusterQueue, while it holds quota
     pod_set_assignments: tuple[PodSetAssignment, ...]
     resource_version: str = ""  # metadata.resourceVersion: a changed object has a new one
+    owner_kind: str = ""  # the first owner's kind: Job, or HyperPodPyTorchJob (hyp create hyp-pytorch-job)
+    owner_name: str = ""
 
     def condition(self, kind: str) -> Condition | None:
         return first_condition(self.conditions, kind)
@@ -93,6 +95,8 @@ class WorkloadView:
             admission.get("clusterQueue") or None,
             tuple([_assignment(psa) for psa in admission.get("podSetAssignments") or ()]),
             str(meta.get("resourceVersion", "")),
+            str(owners[0].get("kind", "")),
+            str(owners[0].get("name", "")),
         )
 
 
