@@ -46,3 +46,18 @@ def test_each_refusal_names_the_field_and_says_what_is_wrong(change, field, mess
 
 def test_a_missing_field_is_required():
     assert {"field": "image", "message": "required"} in problems({"job_name": "ok", "accelerators": 8})
+
+
+def test_sagemakers_instance_type_name_is_taken_as_ec2s():
+    """``hyp create hyp-pytorch-job --instance-type ml.p5.48xlarge``'s name: the request holds EC2's
+    name, which the snapshot, the policy and (plain EKS) the nodeSelector use."""
+    from topogov.domain.submission import JobRequest
+
+    assert (
+        JobRequest(job_name="a", image="i", accelerators=8, instance_type="ml.p5.48xlarge").instance_type
+        == "p5.48xlarge"
+    )
+    assert (
+        JobRequest(job_name="a", image="i", accelerators=8, instance_type="p5.48xlarge").instance_type
+        == "p5.48xlarge"
+    )

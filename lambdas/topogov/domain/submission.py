@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 DNS1123 = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-INSTANCE_TYPE = r"^[a-z0-9-]+\.[a-z0-9]+$"
+INSTANCE_TYPE = r"^(ml\.)?[a-z0-9-]+\.[a-z0-9]+$"  # EC2's name, or SageMaker's: ml.p5.48xlarge
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123)]
@@ -170,6 +170,16 @@ class JobRequest(Strict):
     expected_duration: ExpectedDuration | None = Field(
         None, description="how long the job is expected to run (e.g. 2h): the start estimates use it"
     )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _ec2_name(cls, v: str | None) -> str | None:
+        """SageMaker's ``ml.p5.48xlarge`` (what ``hyp`` takes) is EC2's ``p5.48xlarge``: the name the
+        snapshot and policy use; on HyperPod the Job's nodeSelector gets the ``ml.`` name back
+        (logic/admission.py), as HyperPod labels its nodes."""
+        from topogov.domain.nodes import normalized_instance_type
+
+        return None if v is None else normalized_instance_type(v)
 
     @field_validator("vcpu", "memory", mode="before")
     @classmethod
