@@ -411,6 +411,11 @@ def job_status(job: JobView | None, workload: WorkloadView | None) -> tuple[str,
     if workload is None:
         return "Pending", "waiting for Kueue to create a Workload for the Job"
     conditions = {c.type: c for c in workload.conditions}
+    return _admitted_or_pending(conditions)
+
+
+def _admitted_or_pending(conditions: Mapping[str, Any]) -> tuple[str, str | None]:
+    """A Workload's ``Admitted``/``QuotaReserved`` conditions as (status, why pending)."""
     admitted = conditions.get("Admitted")
     if admitted and admitted.true:
         return "Admitted", None
@@ -440,10 +445,4 @@ def workload_status(workload: WorkloadView) -> tuple[str, str | None]:
     finished = conditions.get("Finished")
     if finished and finished.true:
         return ("Failed" if finished.reason == "Failed" else "Succeeded"), None
-    admitted = conditions.get("Admitted")
-    if admitted and admitted.true:
-        return "Admitted", None
-    reserved = conditions.get("QuotaReserved")
-    if reserved and reserved.status == "False":
-        return "Pending", reserved.message or reserved.reason or "waiting for quota"
-    return "Pending", "queued in the team's LocalQueue, waiting for admission"
+    return _admitted_or_pending(conditions)

@@ -31,17 +31,9 @@ from topogov.adapters.kube_objects import KubeObjects, ref
 from topogov.domain.hyperpod import ApiVersion, addon_objects, api
 from topogov.domain.labels import SAGEMAKER_MANAGED_QUEUE_LABEL
 from topogov.domain.quantity import parse_quantity
+from topogov.logic.governor.plan import KINDS  # creation order: what an object refers to exists first
 
 log = logging.getLogger(__name__)
-KINDS = (
-    "Namespace",
-    "Topology",
-    "ResourceFlavor",
-    "Cohort",
-    "WorkloadPriorityClass",
-    "ClusterQueue",
-    "LocalQueue",
-)
 LIVE = frozenset({"Created", "Updated", "Creating", "Updating", "UpdateFailed", "UpdateRollbackFailed"})
 
 
