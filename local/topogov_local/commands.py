@@ -251,7 +251,15 @@ def _bench_kueue_perf_parser(bsub: Any) -> None:
             "prints each class's mean time to admission beside upstream's and the model's timed replay."
         ),
     )
-    bkp.add_argument("--keep", type=Path, default=None, help="a new directory for the artifacts")
+    where = bkp.add_mutually_exclusive_group()
+    where.add_argument("--keep", type=Path, default=None, help="a new directory for the artifacts")
+    where.add_argument(
+        "--from",
+        dest="artifacts",
+        type=Path,
+        default=None,
+        help="read the artifacts an earlier run kept (--keep DIR) instead of running Kueue again",
+    )
     bkp.add_argument("--untimed", action="store_true", help="also the zero-time replay (about 100 s of CPU)")
     bkp.add_argument("--json", action="store_true", help="one JSON object")
     bkp.set_defaults(func=_bench_kueue_perf)

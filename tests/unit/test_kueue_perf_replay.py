@@ -47,3 +47,49 @@ def test_smaller_workloads_wait_longer_as_upstream(replay: dict) -> None:
     medium = [v for k, v in waits.items() if k.startswith("medium")]
     small = [v for k, v in waits.items() if k.startswith("small")]
     assert large < min(medium) and max(medium) < min(small)
+
+
+# configs/tas/generator.yaml in sigs.k8s.io/kueue@v0.17.0: (class, count per queue, creationIntervalMs)
+GENERATOR_SETS = [
+    ("small-required-rack", 120, 100),
+    ("small-preferred-rack", 120, 100),
+    ("small-balanced-rack", 110, 100),
+    ("medium-required-rack", 34, 500),
+    ("medium-preferred-rack", 33, 500),
+    ("medium-balanced-rack", 33, 500),
+    ("large-required-rack", 17, 1200),
+    ("large-preferred-rack", 17, 1200),
+    ("large-balanced-rack", 16, 1200),
+]
+
+
+def _scheduled() -> dict[str, float]:
+    return {
+        f"cq-{q}-cohort-{c}-{name}-{i}": (i + 1) * interval / 1000
+        for c in range(5)
+        for q in range(6)
+        for name, count, interval in GENERATOR_SETS
+        for i in range(count)
+    }
+
+
+def test_a_replay_on_arrivals_equal_to_the_intervals_is_the_replay_on_the_intervals(replay: dict) -> None:
+    on_arrivals = bench_kueue_perf_shape(Timing(), _scheduled())
+    drop = ("model_cpu_s",)
+    assert {k: v for k, v in on_arrivals.items() if k not in drop} == {
+        k: v for k, v in replay.items() if k not in drop
+    }
+
+
+def test_later_arrivals_are_replayed_later() -> None:
+    late = {name: at + 100.0 for name, at in _scheduled().items()}
+    result = bench_kueue_perf_shape(Timing(), late)
+    assert result["admitted"] == 15_000
+    assert result["simulated_span_s"] >= 100.0 + (result["workload_writes"] - Timing().burst) / Timing().qps
+
+
+def test_arrivals_without_a_workload_are_refused_with_its_name() -> None:
+    arrivals = _scheduled()
+    del arrivals["cq-3-cohort-2-medium-required-rack-5"]
+    with pytest.raises(ValueError, match="cq-3-cohort-2-medium-required-rack-5"):
+        bench_kueue_perf_shape(Timing(), arrivals)

@@ -35,7 +35,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -197,18 +197,25 @@ def bench_cycles(nodes: int, pending: int, seed: int = 1) -> list[dict[str, Any]
     return [{"nodes": nodes, "pending": pending, "what": what, "p50_ms": p50, "p99_ms": p99}]
 
 
-def bench_kueue_perf_shape(timing: Timing | None = None) -> dict[str, Any]:
+def bench_kueue_perf_shape(
+    timing: Timing | None = None, arrivals: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """Kueue's TAS performance-test shape on the model, on a virtual clock (see the module docstring):
-    cycles that take no time, or with ``timing`` those of a running Kueue (:mod:`.kueue_timing`)."""
-    cluster, events, runtime, klass = _perf_shape()
+    cycles that take no time, or with ``timing`` those of a running Kueue (:mod:`.kueue_timing`).
+    ``arrivals``: each workload's creation time (seconds, by the model's name for it), for a replay of
+    the workloads as one run of upstream's generator created them instead of on its intervals."""
+    cluster, events, runtime, klass = _perf_shape(arrivals)
     if timing is None:
         return _replay_perf_shape(cluster, events, runtime, klass)
     return _replay_timed(cluster, events, runtime, klass, KueueClock(timing))
 
 
-def _perf_shape() -> tuple[Any, list[tuple[float, int, str, Any]], dict[str, float], dict[str, str]]:
+def _perf_shape(
+    arrivals: Mapping[str, float] | None = None,
+) -> tuple[Any, list[tuple[float, int, str, Any]], dict[str, float], dict[str, str]]:
     """The shape's cluster (640 nodes, 30 ClusterQueues in 5 cohorts) and its 15,000 submissions as a
-    heap of events, with each workload's run time and class."""
+    heap of events, with each workload's run time and class. A workload is created on its set's
+    interval (the generator's ``creationIntervalMs``), or at its time in ``arrivals`` when given."""
     import heapq
 
     from topogov.domain.kueue_model import (
@@ -271,7 +278,7 @@ def _perf_shape() -> tuple[Any, list[tuple[float, int, str, Any]], dict[str, flo
                     if constraint == "required"
                     else TopologyRequest(preferred=rack)
                 )
-                created = (i + 1) * interval / 1000
+                created = _created(arrivals, f"{q.name}-{name}-{i}", (i + 1) * interval / 1000)
                 uid = f"{uids.getrandbits(64):016x}"
                 ps = PodSet(pods, {"cpu": milli}, topology=tr)
                 wl = Workload(f"{q.name}-{name}-{i}", q.name, (ps,), priority, created, uid)
@@ -281,6 +288,14 @@ def _perf_shape() -> tuple[Any, list[tuple[float, int, str, Any]], dict[str, flo
     heapq.heapify(events)
     cluster = Cluster(nodes=nodes, flavors=[flavor], topologies=[topology], cluster_queues=queues)
     return cluster, events, runtime, klass
+
+
+def _created(arrivals: Mapping[str, float] | None, name: str, scheduled: float) -> float:
+    if arrivals is None:
+        return scheduled
+    if name not in arrivals:
+        raise ValueError(f"arrivals: no creation time for workload {name}")
+    return arrivals[name]
 
 
 def _replay_perf_shape(

@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,70 @@ def cycle_stats(log: Path) -> dict[str, Any]:
     }
 
 
+def _events(log: Path, messages: tuple[str, ...]) -> Iterator[tuple[float, str, dict[str, Any]]]:
+    """minimalkueue's level-2 log lines with one of ``messages``: (time, message, fields)."""
+    for line in log.open(errors="replace"):
+        parts = line.split("\t")
+        if len(parts) >= 6 and parts[4] in messages:
+            yield datetime.fromisoformat(parts[0][:26]).timestamp(), parts[4], json.loads(parts[5])
+
+
+# upstream's generator names a workload ``<class>-<set>-<index>-<template>`` in the namespace of its
+# ClusterQueue ``cq-<cohort set>-<queue>-cohort-<cohort>`` (runner/generator/generator.go); the model
+# names it ``cq-<queue>-cohort-<cohort>-<class>-<index>`` (admission._perf_shape)
+_GENERATED = re.compile(r"cq-\d+-(\d+)-cohort-(\d+)/([a-z]+-[a-z]+-rack)-\d+-(\d+)-\d+$")
+
+
+def arrivals(log: Path) -> dict[str, float]:
+    """When each workload reached Kueue (its create event), seconds after the first, by the model's
+    name for it: the run's own arrivals, for a replay of the workload as this run created it."""
+    out: dict[str, float] = {}
+    for at, _msg, fields in _events(log, ("Workload create event",)):
+        wl = fields["workload"]
+        m = _GENERATED.match(f"{wl['namespace']}/{wl['name']}")
+        if m is not None:
+            out[f"cq-{m.group(1)}-cohort-{m.group(2)}-{m.group(3)}-{m.group(4)}"] = at
+    first = min(out.values(), default=0.0)
+    return {name: at - first for name, at in out.items()}
+
+
+def run_times(module: Path) -> dict[str, float]:
+    """Each class's run time in seconds (``runtimeMs`` in the scenario's ``generator.yaml``)."""
+    config = yaml.safe_load((module / SCENARIO / "generator.yaml").read_text())
+    return {
+        wl["className"]: wl["runtimeMs"] / 1000
+        for cohort in config["cohorts"]
+        for queues in cohort["queuesSets"]
+        for wl_set in queues["workloadsSets"]
+        for wl in wl_set["workloads"]
+    }
+
+
+def finish_lag(log: Path, run_s: dict[str, float]) -> dict[str, float | None]:
+    """How long after its run time the runner's finish of a workload reached Kueue (its "finished"
+    update event, minus its "admitted" one, minus its class's run time), p50 in seconds, for
+    workloads admitted while the generator was still creating and for those admitted after."""
+    last_created = 0.0
+    admitted: dict[str, float] = {}
+    lags: list[tuple[float, float]] = []  # (admitted at, lag)
+    for at, msg, fields in _events(log, ("Workload create event", "Workload update event")):
+        key = f"{fields['workload']['namespace']}/{fields['workload']['name']}"
+        if msg == "Workload create event":
+            last_created = at
+        elif fields.get("status") == "admitted" and fields.get("prevStatus") == "pending":
+            admitted[key] = at
+        elif fields.get("status") == "finished" and key in admitted:
+            m = _GENERATED.match(key)
+            start = admitted.pop(key)
+            lags.append((start, at - start - (run_s.get(m.group(3), 0.0) if m else 0.0)))
+    during = [lag for start, lag in lags if start <= last_created]
+    after = [lag for start, lag in lags if start > last_created]
+    return {
+        "finish_lag_p50_while_creating_s": round(statistics.median(during), 3) if during else None,
+        "finish_lag_p50_after_s": round(statistics.median(after), 3) if after else None,
+    }
+
+
 def write_rate(dump: Path) -> dict[str, float]:
     """minimalkueue's PATCH requests (Workload status) and their rate between the first and last
     scrape of its metrics."""
@@ -157,27 +222,39 @@ def write_rate(dump: Path) -> dict[str, float]:
     return {"patches": p1, "patches_per_s": round((p1 - p0) / (t1 - t0), 1) if t1 > t0 else 0.0}
 
 
-def measure(keep: Path | None = None) -> dict[str, Any]:
-    """Build, run and read upstream's test; the figures as one object."""
+def measure(keep: Path | None = None, artifacts: Path | None = None) -> dict[str, Any]:
+    """Build, run and read upstream's test (or read the artifacts of an earlier run); the figures as
+    one object, with the run's arrivals (``arrivals``) for a replay on them."""
     from topogov_local.cluster.build import PERF_TOOLS, ensure_built, module_dir
 
-    bin_dir = ensure_built()
-    ensure_built(tools=PERF_TOOLS)
     module = module_dir(KUEUE_MODULE, "v0.17.0", "kueue")
-    out = keep or Path(tempfile.mkdtemp(prefix="topogov-kueue-perf-"))
-    run_upstream(module, bin_dir, out)
+    if artifacts is None:
+        bin_dir = ensure_built()
+        ensure_built(tools=PERF_TOOLS)
+        artifacts = keep or Path(tempfile.mkdtemp(prefix="topogov-kueue-perf-"))
+        run_upstream(module, bin_dir, artifacts)
+    return read_run(module, artifacts)
+
+
+def read_run(module: Path, out: Path) -> dict[str, Any]:
+    """The figures of one run of upstream's test from its artifacts in ``out``."""
     summary = yaml.safe_load((out / "summary.yaml").read_text())
     stats = yaml.safe_load((out / "minimalkueue.stats.yaml").read_text())
+    log = out / "minimalkueue.err.log"
+    created = arrivals(log)
     return {
         "wall_s": stats["wallMs"] / 1000,
         "mean_wait_s": {
             k: v["averageTimeToAdmissionMs"] / 1000 for k, v in sorted(summary["workloadClasses"].items())
         },
         "evictions": sum(v["totalEvictions"] for v in summary["workloadClasses"].values()),
-        **cycle_stats(out / "minimalkueue.err.log"),
+        "creation_span_s": round(max(created.values(), default=0.0), 1),
+        **cycle_stats(log),
+        **finish_lag(log, run_times(module)),
         **write_rate(out / "metricsDump.tgz"),
         "upstream_mean_wait_s": upstream_means(module),
         "artifacts": str(out),
+        "arrivals": created,
     }
 
 
@@ -186,35 +263,66 @@ def run(args: argparse.Namespace) -> int:
     from topogov_local.bench.admission import bench_kueue_perf_shape
     from topogov_local.bench.kueue_timing import Timing
 
-    real = measure(args.keep)
+    real = measure(args.keep, args.artifacts)
     timed = bench_kueue_perf_shape(Timing())
+    on_arrivals = bench_kueue_perf_shape(Timing(), real.pop("arrivals"))
     untimed = bench_kueue_perf_shape() if args.untimed else None
     if args.json:
-        print(json.dumps({"kueue": real, "model_timed": timed, "model_untimed": untimed}))
+        print(json.dumps({"kueue": real, "model_timed": timed, "model_timed_on_arrivals": on_arrivals,
+                          "model_untimed": untimed}))  # fmt: skip
         return EXIT_OK
-    upstream = real["upstream_mean_wait_s"]
-    cols = ["class", "upstream", "kueue here", "model timed", "timed vs upstream"]
+    _print_table(real, timed, on_arrivals, untimed)
+    _print_costs(real, timed, on_arrivals)
+    return EXIT_OK
+
+
+def _print_table(
+    real: dict[str, Any], timed: dict[str, Any], on_arrivals: dict[str, Any], untimed: dict[str, Any] | None
+) -> None:
+    upstream, here = real["upstream_mean_wait_s"], real["mean_wait_s"]
+    cols = [
+        "class",
+        "upstream",
+        "model timed",
+        "vs upstream",
+        "kueue here",
+        "model, run's arrivals",
+        "vs here",
+    ]
     rows = []
     for k in sorted(upstream):
-        model = timed["mean_wait_s"].get(k, float("nan"))
-        rows.append([k, upstream[k], real["mean_wait_s"].get(k), model, f"{model / upstream[k] - 1:+.0%}"])
+        model, same = (
+            timed["mean_wait_s"].get(k, float("nan")),
+            on_arrivals["mean_wait_s"].get(k, float("nan")),
+        )
+        rows.append([k, upstream[k], model, f"{model / upstream[k] - 1:+.0%}", here.get(k), same,
+                     f"{same / here[k] - 1:+.0%}" if here.get(k) else "-"])  # fmt: skip
     if untimed:
         cols.append("model untimed")
         for row in rows:
             row.append(untimed["mean_wait_s"].get(row[0]))
     print("Mean time to admission, s (Kueue's TAS performance shape: 640 nodes, 15,000 workloads)")
     print(table(cols, rows))
-    print(
-        f"wall: Kueue here {real['wall_s']:.0f} s, upstream 401 s (rangespec), model timed "
-        f"{timed['simulated_span_s']:.0f} s in {timed['model_cpu_s']} s of CPU"
-    )
+
+
+def _print_costs(real: dict[str, Any], timed: dict[str, Any], on_arrivals: dict[str, Any]) -> None:
     r = real
+    print(
+        f"wall: Kueue here {r['wall_s']:.0f} s, upstream 401 s (rangespec), model timed "
+        f"{timed['simulated_span_s']:.0f} s ({on_arrivals['simulated_span_s']:.0f} s on the run's arrivals) "
+        f"in {timed['model_cpu_s']} s of CPU"
+    )
     print(
         f"Kueue here: {r['patches']:.0f} Workload PATCHes ({r['patches_per_s']}/s), {r['cycles']} cycles "
         f"taking {r['cycle_time_s']} s, compute p50 {r['compute_p50_ms']} ms, admission write p50 "
         f"{r['admission_write_p50_s']} s (fastest {r['fastest_admission_write_ms']} ms), "
-        f"{r['evictions']} evictions; model timed: {timed['workload_writes']} writes, "
-        f"{timed['cycles']} cycles, {timed['preempted']} preemptions"
+        f"{r['evictions']} evictions; workloads created over {r['creation_span_s']} s; the runner's "
+        f"finish p50 {r['finish_lag_p50_while_creating_s']} s after the run time while they were created, "
+        f"{r['finish_lag_p50_after_s']} s after"
     )
-    print(f"artifacts: {real['artifacts']}")
-    return EXIT_OK
+    print(
+        f"model timed: {timed['workload_writes']} writes, {timed['cycles']} cycles, {timed['preempted']} "
+        f"preemptions; on the run's arrivals: {on_arrivals['workload_writes']} writes, "
+        f"{on_arrivals['cycles']} cycles, {on_arrivals['preempted']} preemptions"
+    )
+    print(f"artifacts: {r['artifacts']}")
