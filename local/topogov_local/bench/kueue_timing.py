@@ -39,10 +39,13 @@ watch delivery              2 ms        assumed: an update's delivery to a watch
                                         Kueue's cache); not measured separately
 ==========================  ==========  ===============================================================
 
-Not modelled: the API server's own queueing (it ran at 1.2 cores of 2 here), creation latency
-(the generator took 45.5 s here to create what its intervals spread over 20 s), and preempted
-workloads keeping their quota until the runner clears their reservation (29 evictions in the
-measured run).
+Not modelled: the API server's own latency under load (it ran at 1.2 cores of 2 here). While the
+generator creates (about 340 creations a second here, so 44 s for what its intervals spread over
+20), the runner's finishes reached Kueue 2.96 s (p50) after the run time instead of 0.05 s, and
+Kueue's in-cycle writes took 0.1-0.2 s each; ``topogov bench kueue-perf`` measures both and also
+replays the model on the run's own arrivals (docs/benchmarks.md says what that shows and why
+adding these delays alone does not bring the replay closer). Nor are preempted workloads keeping
+their quota until the runner clears their reservation (29 and 83 evictions in two runs).
 """
 
 from __future__ import annotations
