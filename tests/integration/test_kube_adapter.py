@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from topogov.adapters.kube import KubeHttp, KubeNodes, PatchOutcome
@@ -169,3 +171,54 @@ def test_no_adapter_pages_a_list_but_the_one_pager():
     adapters = Path(__file__).resolve().parents[2] / "lambdas" / "topogov" / "adapters"
     loops = {p.name for p in adapters.glob("*.py") if re.search(r"""\[["']continue["']\]""", p.read_text())}
     assert loops == {"kube.py"}, loops  # KubeHttp.pages
+
+
+def wait_for(check, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _job(name):
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+            },
+        },
+    }
+
+
+def test_a_listed_job_keeps_its_view_until_it_changes_and_leaves_with_it(kube):
+    from topogov.adapters.kube_jobs import KubeJobs
+
+    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "views"}})
+    for name in ("a", "b"):
+        assert kube.request("POST", "/apis/batch/v1/namespaces/views/jobs", body=_job(name)).status == 201
+    jobs = KubeJobs(kube)
+
+    def settled():  # the Job controller has written what it writes for a suspended Job
+        listed = jobs.list_jobs("views")
+        return len(listed) == 2 and all(any(c.type == "Suspended" for c in j.conditions) for j in listed)
+
+    wait_for(settled, 60, "the Job controller to mark both Jobs suspended")
+    first = {j.name: j for j in jobs.list_jobs("views")}
+    again = {j.name: j for j in jobs.list_jobs("views")}
+    assert again["a"] is first["a"] and again["b"] is first["b"]  # same resourceVersion: the same view
+    patch = [{"op": "add", "path": "/metadata/labels", "value": {"changed": "yes"}}]
+    resp = kube.request(
+        "PATCH",
+        "/apis/batch/v1/namespaces/views/jobs/a",
+        body=patch,
+        content_type="application/json-patch+json",
+    )
+    assert resp.status == 200
+    kube.request("DELETE", "/apis/batch/v1/namespaces/views/jobs/b")
+    after = {j.name: j for j in jobs.list_jobs("views")}
+    assert after["a"] is not first["a"] and after["a"].labels == {"changed": "yes"}
+    assert "b" not in after

@@ -210,3 +210,16 @@ def test_a_kept_cluster_brought_up_to_date_holds_what_a_fresh_one_holds(model):
         assert heads_of(mine) == heads_of(fresh)
         assert mine.admitted() == fresh.admitted() and mine.pending() == fresh.pending()
     assert kept.builds == 1
+
+
+def test_the_build_hook_runs_once_per_build_not_per_request(model):
+    rng = random.Random(3)
+    running, queued = cluster_now(model, rng)
+    calls = []
+    kept = Forecaster(model, on_build=lambda: calls.append(kept.builds))
+    kept.forecast(running, queued, at=0.0, now_s=50.0)
+    kept.forecast(running, queued, at=20.0, now_s=70.0)  # a new run on the kept cluster
+    kept.cluster(running, queued, at=30.0)
+    assert calls == [1] and kept.runs == 2
+    kept.cluster(running[1:], queued, at=40.0)  # a running job changed: built again
+    assert calls == [1, 2]

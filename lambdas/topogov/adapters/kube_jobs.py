@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
+from topogov.adapters.listed_views import ListedViews
 from topogov.domain.errors import Conflict, Unavailable, ValidationFailed
 from topogov.domain.labels import (
     JOB_UID_LABEL,
@@ -27,6 +28,9 @@ class KubeJobs:
 
     def __init__(self, http: KubeHttp) -> None:
         self.http = http
+        # kept while the container is warm: a start estimate lists every Job and Workload of the teams
+        self._jobs = ListedViews(JobView.from_api)
+        self._workloads = ListedViews(WorkloadView.from_api)
 
     def create(self, namespace: str, manifest: dict[str, Any]) -> JobView:
         resp = self.http.request(
@@ -160,7 +164,7 @@ class KubeJobs:
             return []
         if resp.status != 200:
             raise Unavailable(f"listing Jobs in {namespace} failed: HTTP {resp.status}")
-        return [JobView.from_api(i) for i in items]
+        return self._jobs.views(namespace, items)
 
     def admitted_usage(self, namespace: str) -> Resources:
         """What Kueue has admitted in ``namespace``: the requests of its admitted Workloads."""
@@ -205,7 +209,7 @@ class KubeJobs:
             return []
         if resp.status != 200:
             raise Unavailable(f"listing Workloads in {namespace} failed: HTTP {resp.status}")
-        return [WorkloadView.from_api(i) for i in (resp.body or {}).get("items") or []]
+        return self._workloads.views(namespace, (resp.body or {}).get("items") or [])
 
     def cluster_queue(self, name: str) -> ClusterQueueView | None:
         """A ClusterQueue by name (on HyperPod, the add-on's: the quotas in force), None when there is

@@ -190,6 +190,8 @@ class ApiService:
     lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
     queues: QueuesPort | None = None  # HyperPod: the add-on's ClusterQueues (the quotas in force)
     hyperpod_cluster_arn: str | None = None  # the deployment's (TOPOGOV_HYPERPOD_CLUSTER_ARN)
+    # called once the model's cluster of a snapshot is built and kept (bootstrap.freeze_long_lived)
+    keep_long_lived: Callable[[], None] | None = None
     _mode: tuple[float, Mode] | None = None
     _in_force: tuple[float, Policy] | None = None
 
@@ -572,7 +574,8 @@ class ApiService:
         held = self._model
         # the snapshot held: its id is not reused; the policy re-read on HyperPod compares by value
         if held is None or held[0] is not snap or (held[1] is not policy and held[1] != policy):
-            held = self._model = (snap, policy, Forecaster(Model(list(snap.nodes.values()), policy)))
+            model = Model(list(snap.nodes.values()), policy)
+            held = self._model = (snap, policy, Forecaster(model, on_build=self.keep_long_lived))
         return held[2]
 
     def _estimate_state(self, kept: Any, jobs: list[tuple[str, str]], now_s: float) -> Any:

@@ -125,20 +125,23 @@ class Ports:
 
 
 class _Jobs:
-    """The Jobs and Workloads as the adapter answers them: views made from the JSON on each call."""
+    """The Jobs and Workloads as the adapter answers them (``KubeJobs``): each listing's views, made
+    from its JSON for the objects whose resourceVersion is new to the warm container."""
 
     def __init__(self, ports: Ports) -> None:
-        self.ports = ports
-
-    def list_jobs(self, namespace: str) -> list[Any]:
+        from topogov.adapters.listed_views import ListedViews
         from topogov.domain.views.batch import JobView
-
-        return [JobView.from_api(j) for j in self.ports.list_jobs(namespace)]
-
-    def workloads(self, namespace: str) -> list[Any]:
         from topogov.domain.views.workload import WorkloadView
 
-        return [WorkloadView.from_api(w) for w in self.ports.workloads_of(namespace)]
+        self.ports = ports
+        self._jobs = ListedViews(JobView.from_api)
+        self._workloads = ListedViews(WorkloadView.from_api)
+
+    def list_jobs(self, namespace: str) -> list[Any]:
+        return self._jobs.views(namespace, self.ports.list_jobs(namespace))
+
+    def workloads(self, namespace: str) -> list[Any]:
+        return self._workloads.views(namespace, self.ports.workloads_of(namespace))
 
 
 def build(
@@ -171,7 +174,15 @@ def build(
             workload_json(wl, team.namespace, team.local_queue, admitted.get(key))
         )
         jobs.setdefault(team.namespace, []).append(
-            {"metadata": {"name": job_name, "namespace": team.namespace, "uid": f"job-{key}"}, "spec": {}}
+            {
+                "metadata": {
+                    "name": job_name,
+                    "namespace": team.namespace,
+                    "uid": f"job-{key}",
+                    "resourceVersion": "1",
+                },
+                "spec": {},
+            }
         )
         records.setdefault(team_name, []).append(
             {
@@ -187,6 +198,7 @@ def build(
 
 
 def run(args: argparse.Namespace) -> int:
+    from topogov.bootstrap import freeze_long_lived
     from topogov.logic.api_service import ApiService
 
     for nodes_n in args.nodes or [10000]:
@@ -201,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=cast(Any, _Jobs(ports)),
             clock=functools.partial(_now, tick),
             monotonic=time.process_time,  # the time budget in CPU seconds: the machine may be shared
+            keep_long_lived=freeze_long_lived,  # as the deployed API's composition root wires it
         )
         row = _sample(api, pending, args.runs, tick)
         row = {"nodes": shape["nodes"], "running": shape["running"], "pending": shape["pending"], **row,

@@ -212,9 +212,17 @@ class Forecaster:
     Either way an estimate is the one :func:`forecast` gives on the same jobs at the run's start
     (tests/unit/test_forecast_kept.py)."""
 
-    def __init__(self, model: Model, *, max_age_s: float = 300.0, fresh_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        model: Model,
+        *,
+        max_age_s: float = 300.0,
+        fresh_s: float = 10.0,
+        on_build: Callable[[], None] | None = None,
+    ) -> None:
         self.model = model
         self.max_age_s, self.fresh_s = max_age_s, fresh_s
+        self.on_build = on_build  # called after each build: the kept cluster lives on from there
         self.builds = 0  # how many times the cluster was built
         self.runs = 0  # how many runs were started
         self._base: Cluster | None = None
@@ -261,6 +269,8 @@ class Forecaster:
             self._built_at = at
             self._version += 1
             self.builds += 1
+            if self.on_build is not None:
+                self.on_build()
         base, want = self._base, {q.workload.name: q.workload for q in queued}
         changed = [name for name, wl in self._queued.items() if want.get(name) != wl]
         for name in changed:
