@@ -128,3 +128,28 @@ def test_the_list_s_eta_is_the_detailed_answer_s_start(cluster):
     for job in pending:
         assert brief[job] == {k: full[job][k] for k in ("error", "start_in_s", "start_at") if k in full[job]}
     assert "waits_for" in full[pending[0]]
+
+
+def test_a_teams_part_is_read_again_only_when_its_views_or_records_changed(cluster):
+    import copy
+
+    from topogov.logic.estimates import WorkloadCache, read_state
+
+    policy, ports, _, _ = cluster
+    model = Model(list(ports.snapshot.nodes.values()), policy)
+    jobs, cache = _Jobs(ports), WorkloadCache()
+    first = read_state(policy, model, ports, jobs, cache)
+    again = read_state(policy, model, ports, jobs, cache)
+    assert again == first and all(a is b for a, b in zip(again.running, first.running, strict=True))
+    # a record's expected_duration changed (the ledger returns new dicts): that team read again
+    team = next(iter(ports.records))
+    record = ports.records[team][0]
+    changed = copy.deepcopy(ports.records)
+    changed[team][0] = {**record, "request": {"expected_duration": "12345s"}}
+    edited = type(ports)(ports.workloads, ports.jobs_, changed, ports.snapshot)
+    after = read_state(policy, model, edited, jobs, cache)
+    owner = next(o for o in after.owners.values() if o.team == team and o.job == record["name"])
+    assert owner.expected == Expected(12345.0, "expected_duration")
+    assert read_state(policy, model, ports, jobs, cache) == first  # and back
+    # a fresh cache reads the same state: what is kept is what reading gives
+    assert read_state(policy, model, ports, _Jobs(ports), WorkloadCache()) == first

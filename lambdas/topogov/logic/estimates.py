@@ -115,14 +115,52 @@ def read_workload(obj: WorkloadView, local_queues: Mapping[str, str]) -> Read:
     return Read(state, wl, stopped=stopped, gpus=_gpus(wl))
 
 
+@dataclass(frozen=True)
+class _TeamRead:
+    """One team's part of the state, with what it was read from (to tell whether it still holds)."""
+
+    records: list[dict[str, Any]]
+    jobs: list[JobView]
+    workloads: list[WorkloadView]
+    local_queues: Mapping[str, str]
+    reads: list[tuple[tuple[str, str], Read]]
+    running: list[Running]
+    queued: list[Queued]
+    owners: dict[str, Owner]
+    stopped: set[str]
+
+    def holds(
+        self,
+        records: list[dict[str, Any]],
+        jobs: list[JobView],
+        workloads: list[WorkloadView],
+        local_queues: Mapping[str, str],
+    ) -> bool:
+        """Whether it was read from these: the same views (a warm adapter returns the very objects
+        while their ``resourceVersion`` is unchanged) and records of equal content."""
+        return (
+            local_queues is self.local_queues
+            and _same(jobs, self.jobs)
+            and _same(workloads, self.workloads)
+            and records == self.records
+        )
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 class WorkloadCache:
     """The Workloads of the last listing as read, by UID and ``resourceVersion`` (the API server
     gives a changed object a new version): a warm service reads only the ones that changed, and the
-    model's cluster kept (:class:`~topogov.logic.whatif.forecast.Forecaster`) finds the same objects."""
+    model's cluster kept (:class:`~topogov.logic.whatif.forecast.Forecaster`) finds the same objects.
+    Each team's part of the state is kept too, and given again while it was read from the same
+    Workload and Job views and equal ledger records."""
 
     def __init__(self) -> None:
         self._read: dict[tuple[str, str], Read] = {}
         self._next: dict[tuple[str, str], Read] = {}
+        self.teams: dict[str, _TeamRead] = {}
 
     def read(self, obj: WorkloadView, local_queues: Mapping[str, str]) -> Read:
         key = (obj.uid, obj.resource_version)
@@ -131,6 +169,10 @@ class WorkloadCache:
         known = self._read.get(key) or self._next.get(key) or read_workload(obj, local_queues)
         self._next[key] = known
         return known
+
+    def keep(self, reads: Iterable[tuple[tuple[str, str], Read]]) -> None:
+        """Workloads of this listing read before (a team's part given again)."""
+        self._next.update(reads)
 
     def listed(self) -> None:
         """A whole listing was read: what it did not hold is forgotten."""
@@ -149,40 +191,70 @@ def read_state(
     running, queued, owners, stopped = [], [], {}, set()
     cache = cache or WorkloadCache()
     for team_name, team in policy.teams.items():
-        records = {r["name"]: r for r in ledger.list(team_name)}
-        observed: dict[int, list[float]] = {}
-        for r in records.values():
-            if r.get("ran_s") is not None:
-                d = r.get("decision") or {}
-                gpus = int(d.get("pods") or 0) * int((r.get("shape") or {}).get("per_pod_gpu") or 0)
-                observed.setdefault(gpus, []).append(float(r["ran_s"]))
-        jobs = {j.uid: j for j in cluster.list_jobs(team.namespace)}
-        for obj in cluster.workloads(team.namespace):
-            read = cache.read(obj, model.local_queues)
-            wl = read.workload
-            if wl is None:
-                continue
-            job = jobs.get(wl.job_uid)
-            job_name = job.name if job else ""
-            record = records.get(job_name) or {}
-            declared = ((record.get("request") or {}).get("expected_duration")) if record else None
-            deadline = job.active_deadline_s if job else None
-            expected = expected_from(
-                None if declared is None else float(_seconds(declared)),
-                None if deadline is None else float(deadline),
-                observed,
-                read.gpus,
-            )
-            # a Workload whose Job is gone (deleted, its Workload not yet collected) is named itself
-            owners[wl.name] = Owner(team_name, job_name or f"(Workload {obj.name})", expected)
-            if read.state == "admitted":
-                running.append(Running(wl, read.admission, read.reserved_at, expected))
-            else:
-                queued.append(Queued(wl, expected, _fallback_s(record)))
-                if read.stopped:
-                    stopped.add(wl.cluster_queue)
+        records = list(ledger.list(team_name))
+        jobs = cluster.list_jobs(team.namespace)
+        workloads = cluster.workloads(team.namespace)
+        part = cache.teams.get(team_name)
+        if part is not None and part.holds(records, jobs, workloads, model.local_queues):
+            cache.keep(part.reads)
+        else:
+            part = _read_team(team_name, records, jobs, workloads, model.local_queues, cache)
+            cache.teams[team_name] = part
+        running += part.running
+        queued += part.queued
+        owners.update(part.owners)
+        stopped |= part.stopped
     cache.listed()
     return State(running, queued, owners, stopped)
+
+
+def _read_team(
+    team_name: str,
+    records_list: list[dict[str, Any]],
+    job_views: list[JobView],
+    workload_views: list[WorkloadView],
+    local_queues: Mapping[str, str],
+    cache: WorkloadCache,
+) -> _TeamRead:
+    """One team's Workloads as the model's running and queued jobs, with their owners."""
+    running, queued, owners, stopped, reads = [], [], {}, set(), []
+    records = {r["name"]: r for r in records_list}
+    observed: dict[int, list[float]] = {}
+    for r in records.values():
+        if r.get("ran_s") is not None:
+            d = r.get("decision") or {}
+            gpus = int(d.get("pods") or 0) * int((r.get("shape") or {}).get("per_pod_gpu") or 0)
+            observed.setdefault(gpus, []).append(float(r["ran_s"]))
+    jobs = {j.uid: j for j in job_views}
+    for obj in workload_views:
+        read = cache.read(obj, local_queues)
+        if obj.uid and obj.resource_version:
+            reads.append(((obj.uid, obj.resource_version), read))
+        wl = read.workload
+        if wl is None:
+            continue
+        job = jobs.get(wl.job_uid)
+        job_name = job.name if job else ""
+        record = records.get(job_name) or {}
+        declared = ((record.get("request") or {}).get("expected_duration")) if record else None
+        deadline = job.active_deadline_s if job else None
+        expected = expected_from(
+            None if declared is None else float(_seconds(declared)),
+            None if deadline is None else float(deadline),
+            observed,
+            read.gpus,
+        )
+        # a Workload whose Job is gone (deleted, its Workload not yet collected) is named itself
+        owners[wl.name] = Owner(team_name, job_name or f"(Workload {obj.name})", expected)
+        if read.state == "admitted":
+            running.append(Running(wl, read.admission, read.reserved_at, expected))
+        else:
+            queued.append(Queued(wl, expected, _fallback_s(record)))
+            if read.stopped:
+                stopped.add(wl.cluster_queue)
+    return _TeamRead(
+        records_list, job_views, workload_views, local_queues, reads, running, queued, owners, stopped
+    )
 
 
 @functools.lru_cache(maxsize=65536)
