@@ -48,14 +48,15 @@ class Kind:
 
     fleet: str
     labelled: bool
-    api_port: int | None
+    api_snapshot_ttl_s: float | None = None
 
 
 KINDS = {
     # the API's suites: e2e/test_api_local, test_cli_jobs, test_readme and the hardening suites
-    "api": Kind(API_FLEET, labelled=True, api_port=0),
-    # the labeler's: e2e/conftest.py's stack (test_cli, test_labeler_local, ...): no API, no pass
-    "labeler": Kind(LABELER_FLEET, labelled=False, api_port=None),
+    "api": Kind(API_FLEET, labelled=True),
+    # the labeler's: e2e/conftest.py's stack (test_cli, test_labeler_local, ...), no pass; also the
+    # dashboard's (its own pass, an API that reads the snapshot at every request)
+    "labeler": Kind(LABELER_FLEET, labelled=False, api_snapshot_ttl_s=0),
 }
 
 
@@ -96,7 +97,7 @@ class SharedStacks:
         shared = self.stacks[kind]
         IAM_DENIED.extend(reset(shared.stack, shared.baseline))
         if KINDS[kind].labelled:
-            _first_pass(shared.stack)
+            first_pass(shared.stack)
         shared.used = False
         self.resets += 1
 
@@ -117,12 +118,17 @@ class SharedStacks:
         spec = KINDS[kind]
         directory = self.root / kind / ".topogov" / "local"
         options = StackOptions(
-            directory=directory, fleet=spec.fleet, ec2_rate=1000, ec2_burst=1000, api_port=spec.api_port
+            directory=directory,
+            fleet=spec.fleet,
+            ec2_rate=1000,
+            ec2_burst=1000,
+            api_port=0,
+            api_snapshot_ttl_s=spec.api_snapshot_ttl_s,
         )
         stack = LocalStack(options).start()
         try:
             if spec.labelled:
-                _first_pass(stack)
+                first_pass(stack)
             return Shared(stack, Baseline.take(stack))
         except BaseException:
             stack.stop()
@@ -134,7 +140,7 @@ class SharedStacks:
         self.stacks.clear()
 
 
-def _first_pass(stack: Any) -> None:
+def first_pass(stack: Any) -> None:
     """One reconcile pass with the stack's environment: nodes labelled, snapshot written, Kueue's
     objects created."""
     from topogov.handlers.reconcile import handler
