@@ -378,6 +378,19 @@ def test_an_admin_replays_the_ledgers_history_with_the_run_times_observed(stack)
         _replays_history(stack)
     finally:
         call(stack, "DELETE", "/v1/jobs/team-b/hist-long", profile="topogov-team-b")
+        # and its Workload gone with it (Kueue has let its quota go): the tests after this one count
+        # team-b's admitted GPUs, and on a loaded machine the garbage collector may take a while
+        wait_until(
+            lambda: not _workloads_of(stack, "hyperpod-ns-team-b", "hist-long"), "hist-long's Workload goes"
+        )
+
+
+def _workloads_of(stack, namespace, job_name):
+    path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads"
+    items = stack.kube().request("GET", path).body.get("items") or []
+    return [
+        w for w in items if any(o.get("name") == job_name for o in w["metadata"].get("ownerReferences") or [])
+    ]
 
 
 def _replays_history(stack):
