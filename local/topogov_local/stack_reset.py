@@ -26,7 +26,7 @@ import copy
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +111,6 @@ class Baseline:
     deployment: Deployment
     policy_text: str
     files: set[str]  # entries beside the stack's directory
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def take(cls, stack: LocalStack) -> Baseline:
