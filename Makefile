@@ -111,7 +111,7 @@ integration: install
 	$(BIN)/pytest tests/integration
 
 test: lint
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The cluster has no default: `make synth CLUSTER=my-eks` (cdk.json names none on purpose).
 synth: install

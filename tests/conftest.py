@@ -5,6 +5,7 @@ process group, before the run ends)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -33,6 +34,27 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(fd)
         os.environ[PID_LOG_ENV] = path  # xdist workers and every subprocess inherit it
         config._topogov_pid_log = path  # type: ignore[attr-defined]
+
+
+WEIGHTS = Path(__file__).with_name("weights.json")  # python -m tests.timing DIR --weights
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The heaviest files first (tests/weights.json: each file's time in a measured run; a file not
+    listed last), each file's tests in their order: with ``--dist loadfile --no-loadscope-reorder``
+    (make test) xdist hands the workers the files in this order, the longest first, so that the
+    workers end together instead of one running a long file alone at the end. The order is the
+    same in every worker, as xdist requires."""
+    weight = json.loads(WEIGHTS.read_text()) if WEIGHTS.exists() else {}
+    rank = {}
+    for item in items:
+        rank.setdefault(item.nodeid.split("::", 1)[0], len(rank))
+    items.sort(
+        key=lambda item: (
+            -weight.get(item.nodeid.split("::", 1)[0], 0.0),
+            rank[item.nodeid.split("::", 1)[0]],
+        )
+    )
 
 
 def _alive(pid: int, program: str) -> bool:
@@ -68,6 +90,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if left:
         print("\nprocesses the tests started and left running (killed now):", *left, sep="\n  ")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def shared_stacks(tmp_path_factory):
+    """The local stacks this process shares between modules (tests/stacks.py), stopped at the end."""
+    from tests.stacks import SharedStacks
+
+    stacks = SharedStacks(tmp_path_factory.mktemp("shared"))
+    yield stacks
+    stacks.close()
 
 
 @pytest.fixture(autouse=True, scope="module")

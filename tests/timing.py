@@ -4,12 +4,13 @@
 writes ``DIR/<worker>.json`` per xdist worker: every test's setup, call and teardown (with their
 wall-clock start and stop), the set-up time of each module- and session-scoped fixture (and of any
 other that took a second or more), and what the local stack spent inside each phase, read from
-``topogov_local.processes.SPENT`` (cluster starts and resets, stack starts, CDK runs, waits for
-Kueue, the scheduler and KWOK).
+``topogov_local.processes.SPENT`` (cluster starts and resets, stack starts and resets, CDK runs,
+waits for Kueue, the scheduler and KWOK).
 
 ``python -m tests.timing DIR`` prints the breakdown docs/benchmarks.md ("The suite's time") shows:
-per suite, per file (worker, tests, wall, setup/call/teardown, stacks and clusters started, CDK
-runs, waits) and per worker (span, busy time, the files in the order it ran them).
+per suite, per file (worker, tests, wall, setup/call/teardown, stacks started and reset, clusters
+started and reset, CDK runs, waits) and per worker (span, busy time, the files in the order it ran
+them).
 """
 
 from __future__ import annotations
@@ -148,9 +149,9 @@ def report(docs: list[dict[str, Any]], top: int = 0) -> list[str]:
     out += [f"| {s} | {n} | {t:.0f} s |" for s, (t, n) in sorted(suites.items(), key=lambda kv: -kv[1][0])]
     out += [
         "",
-        "| file | worker | tests | time | setup | call | teardown | stacks started | clusters started "
-        "| cluster resets | CDK runs | waits |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|---|---|---:|",
+        "| file | worker | tests | time | setup | call | teardown | stacks started | stack resets "
+        "| clusters started | cluster resets | CDK runs | waits |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|---:|",
     ]
     ranked = sorted(files.items(), key=lambda kv: -(kv[1]["setup"] + kv[1]["call"] + kv[1]["teardown"]))
     for name, f in ranked[: top or None]:
@@ -158,7 +159,8 @@ def report(docs: list[dict[str, Any]], top: int = 0) -> list[str]:
         out.append(
             f"| {name} | {f['worker']} | {len(f['tests'])} | {f['setup'] + f['call'] + f['teardown']:.1f} "
             f"| {f['setup']:.1f} | {f['call']:.1f} | {f['teardown']:.1f} | {_n_s(sp.get('stack start', []))} "
-            f"| {_n_s(sp.get('cluster start', []))} | {_n_s(sp.get('cluster reset', []))} "
+            f"| {_n_s(sp.get('stack reset', []))} | {_n_s(sp.get('cluster start', []))} "
+            f"| {_n_s(sp.get('cluster reset', []))} "
             f"| {_n_s(_cdk(sp))} | {_waits(sp):.1f} |"
         )
     out += ["", "| worker | span | busy | files, in order |", "|---|---:|---:|---|"]
@@ -180,15 +182,26 @@ def fixtures(docs: list[dict[str, Any]], top: int = 30) -> list[str]:
     return out
 
 
+def weights(docs: list[dict[str, Any]]) -> dict[str, float]:
+    """Each file's time (set-up, calls, tear-down), the heaviest first: ``tests/weights.json``, the
+    order in which the workers are handed files (tests/conftest.py), so that they end together."""
+    files = per_file(docs)
+    total = {name: round(f["setup"] + f["call"] + f["teardown"], 1) for name, f in files.items()}
+    return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python -m tests.timing DIR [--top N]", file=sys.stderr)
+        print("usage: python -m tests.timing DIR [--top N | --weights]", file=sys.stderr)
         return 2
     top = int(argv[argv.index("--top") + 1]) if "--top" in argv else 0
     docs = load(Path(argv[0]))
     if not docs:
         print(f"no timing files in {argv[0]} (run pytest with {ENV}={argv[0]})", file=sys.stderr)
         return 2
+    if "--weights" in argv:
+        print(json.dumps(weights(docs), indent=1))
+        return 0
     print("\n".join([*report(docs, top), "", *fixtures(docs)]))
     return 0
 

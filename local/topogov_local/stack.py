@@ -383,16 +383,12 @@ class LocalStack:
 
     def start_api(self) -> None:
         """The REST API behind a local API Gateway that checks SigV4 like IAM auth does."""
-        from topogov.bootstrap import build_api_service
         from topogov.handlers import api
-        from topogov.settings import ApiSettings
         from topogov_local.apigw import LocalApiGateway, callers_from_credentials_file
         from topogov_local.lambda_context import LocalContext
 
         assert self.deployment is not None
-        env = self.api_env()
-        with environ(env):  # boto3 reads AWS_ENDPOINT_URL from the environment
-            api.set_service(build_api_service(ApiSettings.from_env(env)))
+        self.build_api_service()
         callers = callers_from_credentials_file(str(self.credentials), account_id=LOCAL_ACCOUNT)
         self.api = LocalApiGateway(
             api.handler,
@@ -404,6 +400,17 @@ class LocalStack:
             routes=self.deployment.routes,  # the deployed RestApi's resources and methods, only those
             minimum_compression_size=self.deployment.min_compression_size,
         ).start()
+
+    def build_api_service(self) -> None:
+        """The api function's service, built as a cold start builds it (nothing cached of an earlier
+        snapshot): at the API's start, and again when a test suite resets a stack it shares."""
+        from topogov.bootstrap import build_api_service
+        from topogov.handlers import api
+        from topogov.settings import ApiSettings
+
+        env = self.api_env()
+        with environ(env):  # boto3 reads AWS_ENDPOINT_URL from the environment
+            api.set_service(build_api_service(ApiSettings.from_env(env)))
 
     def add_instances(
         self, groups: list[fleetmod.FleetGroup], register: bool = True, settle: bool = True

@@ -1,25 +1,15 @@
-"""A local stack per end-to-end module (subprocess emulators over real HTTP)."""
+"""The end-to-end modules' local stack (subprocess emulators over real HTTP): the labeler's kind of
+tests/stacks.py, shared by the modules of an xdist worker and reset between them. A module that
+needs other options defines its own ``stack`` fixture."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from topogov_local.stack import LocalStack, StackOptions
-
-FLEET = "p5.48xlarge=16,p6-b200.48xlarge=2,c5.2xlarge=1"
+from tests.stacks import shared_stack
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("local")
-    with LocalStack(
-        StackOptions(directory=directory, fleet=FLEET, ec2_rate=1000, ec2_burst=1000, api_port=None)
-    ) as s:
-        saved = dict(os.environ)
-        os.environ.update(s.env())
-        os.environ["TOPOGOV_EC2_RATE_PER_S"] = "1000"
+def stack(shared_stacks):
+    with shared_stack(shared_stacks, "labeler") as s:
         yield s
-        os.environ.clear()
-        os.environ.update(saved)

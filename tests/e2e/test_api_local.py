@@ -12,22 +12,19 @@ import subprocess
 
 import pytest
 
-from tests.stacks import hold_queue, labelled_stack, node_labels, pods_of, wait_until
+from tests.stacks import hold_queue, node_labels, pods_of, shared_stack, wait_until
 from topogov.adapters.kube_jobs import KubeJobs
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
 from topogov_local import events
 from topogov_local.aws_example import AWS_EXAMPLE
 from topogov_local.lambda_context import LocalContext
 
-FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
-
-
 OTHER_QUEUE = {"kueue.x-k8s.io/queue-name": "hyperpod-ns-team-b-localqueue"}
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with labelled_stack(tmp_path_factory.mktemp("apistack"), FLEET, api_port=0) as s:
+def stack(shared_stacks):
+    with shared_stack(shared_stacks, "api") as s:
         yield s
 
 
@@ -381,6 +378,19 @@ def test_an_admin_replays_the_ledgers_history_with_the_run_times_observed(stack)
         _replays_history(stack)
     finally:
         call(stack, "DELETE", "/v1/jobs/team-b/hist-long", profile="topogov-team-b")
+        # and its Workload gone with it (Kueue has let its quota go): the tests after this one count
+        # team-b's admitted GPUs, and on a loaded machine the garbage collector may take a while
+        wait_until(
+            lambda: not _workloads_of(stack, "hyperpod-ns-team-b", "hist-long"), "hist-long's Workload goes"
+        )
+
+
+def _workloads_of(stack, namespace, job_name):
+    path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads"
+    items = stack.kube().request("GET", path).body.get("items") or []
+    return [
+        w for w in items if any(o.get("name") == job_name for o in w["metadata"].get("ownerReferences") or [])
+    ]
 
 
 def _replays_history(stack):

@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stacks import hold_queue, labelled_stack, wait_until
+from tests.stacks import hold_queue, shared_stack, wait_until
 from topogov_cli.main import main
 from topogov_local.aws_example import AWS_EXAMPLE
 
-FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 LAMBDAS = str(Path(__file__).resolve().parents[2] / "lambdas")
 
 
@@ -30,9 +29,9 @@ NEW_COMMANDS = [["submit"], ["jobs"], ["job"], ["cancel"], ["teams"], ["topology
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    root = tmp_path_factory.mktemp("clistack")
-    with labelled_stack(root / ".topogov" / "local", FLEET, api_port=0) as s:
+def stack(shared_stacks):
+    """The worker's stack of the API's kind, in <dir>/.topogov/local as `topogov local` makes it."""
+    with shared_stack(shared_stacks, "api") as s:
         yield s
 
 

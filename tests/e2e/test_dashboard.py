@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.stacks import labelled_stack, pods_of, wait_until
+from tests.stacks import LABELER_FLEET, first_pass, pods_of, shared_stack, wait_until
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
 from topogov_local import events
 from topogov_local.lambda_context import LocalContext
 
 CHROMIUM = "/usr/bin/chromium"
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
-FLEET = "p5.48xlarge=16,p6-b200.48xlarge=2,c5.2xlarge=1"
+FLEET = LABELER_FLEET  # p5.48xlarge=16,p6-b200.48xlarge=2,c5.2xlarge=1: the labeler kind of tests/stacks.py
 PAGES = {  # route -> what shows the page has drawn
     "#/fleet": "[data-map] canvas",
     "#/teams": "#usage canvas",
@@ -64,11 +64,13 @@ def running(stack, team, name):
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    """A local stack with one job of team-a running on two nodes, and a pass that saw it."""
+def stack(shared_stacks):
+    """A local stack with one job of team-a running on two nodes, and a pass that saw it: the worker's
+    stack of the labeler's kind (FLEET, an API reading the snapshot at every request), labelled."""
     from topogov.handlers.reconcile import handler
 
-    with labelled_stack(tmp_path_factory.mktemp("dashboard"), FLEET, api_port=0, api_snapshot_ttl_s=0) as s:
+    with shared_stack(shared_stacks, "labeler") as s:
+        first_pass(s)
         assert call(s, "POST", "/v1/jobs", "topogov-team-a", gpu_job("lit-a", 2)).status_code == 201
         running(s, "team-a", "lit-a")
         handler(events.scheduled_event(), LocalContext())  # the snapshot has it on its nodes

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stacks import labelled_stack
+from tests.stacks import shared_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "<!-- readme-test: local-stack -->"
@@ -64,19 +64,21 @@ README_COMMANDS = [(i, c) for i, b in enumerate(BLOCKS) for c in commands(b)]
 
 
 @pytest.fixture(scope="module")
-def clone(tmp_path_factory):
-    """A directory laid out like the repository, with a local stack in .topogov/local."""
-    home = tmp_path_factory.mktemp("readme")
-    for name in (".venv", "examples", "teams.yaml"):
-        (home / name).symlink_to(ROOT / name)
-    cwd = os.getcwd()
-    os.chdir(home)  # the stack's files and the CLI's ./.topogov/local are relative to it
-    try:
-        with labelled_stack(home / ".topogov" / "local", "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2",
-                            api_port=0):  # fmt: skip
+def clone(shared_stacks):
+    """A directory laid out like the repository, with a local stack in .topogov/local: the worker's
+    stack of the API's kind (the links go with the module: the reset removes what is new there)."""
+    with shared_stack(shared_stacks, "api") as stack:
+        home = stack.dir.parent.parent
+        for name in (".venv", "examples", "teams.yaml"):
+            (home / name).symlink_to(ROOT / name)
+        cwd = os.getcwd()
+        os.chdir(home)  # the stack's files and the CLI's ./.topogov/local are relative to it
+        try:
             yield home
-    finally:
-        os.chdir(cwd)
+        finally:
+            os.chdir(cwd)
+            for name in (".venv", "examples", "teams.yaml"):
+                (home / name).unlink(missing_ok=True)
 
 
 def test_the_readme_has_the_blocks_it_promises():

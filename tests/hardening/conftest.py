@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.stacks import labelled_stack
+from tests.stacks import shared_stack
 
 FULL = os.environ.get("TOPOGOV_HARDENING") == "full"
 REPORT_PATH = Path(".topogov/hardening/report.json")
@@ -76,17 +76,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         write(f"(written to {REPORT_PATH})")
 
 
-# --- the local stack with the API, one per module ------------------------------------------------------
+# --- the local stack with the API, shared by the modules of a worker ----------------------------------
 
-FLEET = "p5.48xlarge=64,p6-b200.48xlarge=4,c5.2xlarge=2"
 PROFILES = ("topogov-team-a", "topogov-team-b", "topogov-team-c", "topogov-admin")
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(shared_stacks):
     """The local stack (moto server, Kubernetes API, API Gateway + api handler), the nodes labelled,
-    the snapshot written and the Kueue objects created by one reconcile pass."""
-    with labelled_stack(tmp_path_factory.mktemp("hardening"), FLEET, api_port=0) as s:
+    the snapshot written and the Kueue objects created by one reconcile pass: the worker's stack of
+    the API's kind (tests/stacks.py), put back as it was after that pass before this module."""
+    with shared_stack(shared_stacks, "api") as s:
         yield s
 
 

@@ -15,6 +15,7 @@ def test_npx_cdk_synth_bundles_the_layer_and_the_code_without_docker(tmp_path):
     env = {
         **os.environ,
         "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",  # as every CDK run of the local stack (rehearse/cdk.py)
         "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
     }
     out = tmp_path / "cdk.out"

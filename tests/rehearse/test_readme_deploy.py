@@ -95,6 +95,7 @@ def deployment(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
                 "AWS_DEFAULT_REGION": REGION,
                 "AWS_EC2_METADATA_DISABLED": "true",
                 "CDK_DISABLE_VERSION_CHECK": "1",
+                "CDK_DISABLE_CLI_TELEMETRY": "true",  # as every CDK run of the tests (rehearse/cdk.py)
             }
         )
         kubeconfig = cluster.direct_kubeconfig

@@ -123,6 +123,7 @@ class ControlPlane:
         self.ports: dict[str, int] = {}
         self.timings: dict[str, float] = {}
         self._admin: Any = None
+        self._namespaced: list[str] | None = None  # namespaced resources, for a reset (discovery)
         # Set once the URL and the CA are known (ports chosen, PKI made), before any server starts:
         # what an EKS DescribeCluster answers, so a deployment that names the cluster can begin.
         self.addressed = threading.Event()
@@ -478,6 +479,7 @@ class ControlPlane:
         and non-system Namespace deleted (waited for, finalizers and all), as a test fixture of
         Kueue's own integration suite tears down. Topogov's RBAC (``deploy/rbac.yaml``) is applied again,
         team namespaces included."""
+        started = time.monotonic()
         admin = self.admin()
         kueue = "/apis/kueue.x-k8s.io/v1beta2"
         namespaces = [n["metadata"]["name"] for n in admin.request("GET", "/api/v1/namespaces").body["items"]]
@@ -512,6 +514,8 @@ class ControlPlane:
                 for n in admin.request("GET", "/api/v1/namespaces").body["items"]
                 if n["metadata"]["name"] not in self.SYSTEM_NAMESPACES
             ]
+            for ns in left:
+                self._finish_namespace(admin, ns)
             left += [p for p in self._KUEUE_CLUSTER if admin.request("GET", f"{kueue}/{p}").body.get("items")]
             if not flavors_gone and "resourceflavors" not in left:
                 flavors_gone = True
@@ -534,6 +538,46 @@ class ControlPlane:
             raise RuntimeError(f"reset: still there after {timeout_s:.0f}s: {left}")
         if self.rbac is not None:
             self.apply([d for d in yaml.safe_load_all(self.rbac.read_text()) if d])
+        spent("cluster reset", time.monotonic() - started)
+
+    def _namespaced_resources(self, admin: Any) -> list[str]:
+        """The list paths (``{ns}`` to fill) of every namespaced resource that can be listed and
+        deleted as a collection, from discovery (the CRDs are installed at the start)."""
+        if self._namespaced is None:
+            versions = ["/api/v1"]
+            for group in admin.request("GET", "/apis").body.get("groups") or []:
+                versions.append(f"/apis/{group['preferredVersion']['groupVersion']}")
+            paths = []
+            for base in versions:
+                for r in admin.request("GET", base).body.get("resources") or []:
+                    verbs = set(r.get("verbs") or ())
+                    if r.get("namespaced") and "/" not in r["name"] and {"list", "deletecollection"} <= verbs:
+                        paths.append(f"{base}/namespaces/{{ns}}/{r['name']}")
+            self._namespaced = paths
+        return self._namespaced
+
+    def _finish_namespace(self, admin: Any, ns: str) -> None:
+        """The namespace controller's work on a deleted namespace, done now: every namespaced
+        resource's objects deleted, and once none is left the ``kubernetes`` finalizer removed through
+        the ``finalize`` subresource (kubernetes v1.35.4, pkg/controller/namespace/deletion/
+        namespaced_resources_deleter.go, Delete). The controller starts that only 5 s after the delete
+        (namespace_controller.go, namespaceDeletionGracePeriod: for HA API servers and etcd members to
+        see it; this cluster has one of each): every reset that deleted a namespace waited that long."""
+        left = 0
+        for template in self._namespaced_resources(admin):
+            path = template.format(ns=ns)
+            items = admin.request("GET", path, query={"limit": 1}).body.get("items")
+            if items:
+                left += 1
+                admin.request(
+                    "DELETE", path, query={"propagationPolicy": "Background", "gracePeriodSeconds": 0}
+                )
+        if left:
+            return
+        resp = admin.request("GET", f"/api/v1/namespaces/{ns}")
+        if resp.status == 200 and (resp.body.get("metadata") or {}).get("deletionTimestamp"):
+            body = {**resp.body, "spec": {"finalizers": []}}
+            admin.request("PUT", f"/api/v1/namespaces/{ns}/finalize", body=body)
 
     def _wait_established(self, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s

@@ -77,6 +77,10 @@ class Cdk:
                 "AWS_DEFAULT_REGION": REGION,
                 "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
                 "CDK_DISABLE_VERSION_CHECK": "1",
+                # No telemetry: the CLI would try AWS's endpoint (unreachable offline) and leave a
+                # cdk-telemetry-*.json in the temporary directory per run (aws-cdk 2.1148.1,
+                # lib/cli/telemetry/collect-telemetry.js, canCollectTelemetry)
+                "CDK_DISABLE_CLI_TELEMETRY": "true",
                 "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
             }
         )
