@@ -218,7 +218,14 @@ def test_a_listed_job_keeps_its_view_until_it_changes_and_leaves_with_it(kube):
         content_type="application/json-patch+json",
     )
     assert resp.status == 200
-    kube.request("DELETE", "/apis/batch/v1/namespaces/views/jobs/b")
+    # a Job's DELETE orphans its pods by default (a finalizer the garbage collector removes later):
+    # Background deletes it at once; the listing after it is gone must not have it
+    kube.request(
+        "DELETE", "/apis/batch/v1/namespaces/views/jobs/b", query={"propagationPolicy": "Background"}
+    )
+    wait_for(
+        lambda: kube.request("GET", "/apis/batch/v1/namespaces/views/jobs/b").status == 404, 60, "Job b to go"
+    )
     after = {j.name: j for j in jobs.list_jobs("views")}
     assert after["a"] is not first["a"] and after["a"].labels == {"changed": "yes"}
     assert "b" not in after
