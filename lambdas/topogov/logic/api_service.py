@@ -714,80 +714,30 @@ class ApiService:
     def whatif(self, caller: str, request: WhatIfRequest) -> dict[str, Any]:
         """``topogov whatif`` on the current snapshot's fleet: the trace under the policy in force
         (``baseline``) and under ``request.policy`` and/or the fleet changes (``proposed``). Admins
-        only: a proposed policy and another team's trace are not a member's to see."""
-        from dataclasses import replace
-
-        from topogov.domain.errors import ValidationFailed
-        from topogov.domain.policy import PolicyError, load_policy
-        from topogov.domain.submission import MAX_WHATIF_JOBS
-        from topogov.logic.whatif import InputError, change_fleet, compare, parse_trace
+        only: a proposed policy and another team's trace are not a member's to see. The request is
+        read (and refused, field by field) by :mod:`topogov.logic.whatif.request`."""
+        from topogov.logic.estimates import epoch
+        from topogov.logic.whatif import compare
+        from topogov.logic.whatif import request as read
 
         self.require_admin(caller)
         history = None
         if request.history is not None:
-            history = self._history(request.history)
+            now = epoch(self.clock()) or time.time()
+            records = [r for team in sorted(self.policy.teams) for r in self.ledger.list(team)]
+            history = read.history_of(records, request.history, now)
             trace = history.jobs
         else:
-            try:
-                trace = parse_trace(request.trace or "", "trace")
-            except InputError as exc:
-                where = ", ".join(x for x in (f"line {exc.line}" if exc.line else "", exc.field or "") if x)
-                raise ValidationFailed(
-                    "trace",
-                    f"{where}: {exc.message}" if where else exc.message,
-                    {"line": exc.line, "column": exc.field},
-                ) from None
-        if len(trace) > MAX_WHATIF_JOBS:
-            field, hint = ("history", "a shorter window") if history else ("trace", "topogov whatif offline")
-            raise ValidationFailed(
-                field, f"{len(trace)} jobs: at most {MAX_WHATIF_JOBS} per request (try {hint})"
-            )
-        proposed = self.policy
-        if request.policy is not None:
-            try:
-                proposed = load_policy(request.policy)
-            except PolicyError as exc:
-                where, what = exc.problems[0]
-                raise ValidationFailed("policy", f"{where}: {what}" if where else what) from None
-        snap = self._snapshot()
-        nodes = sorted(
-            (replace(n, requested=Resources()) for n in snap.nodes.values() if len(n.path) >= 3),
-            key=lambda n: n.name,
-        )
-        if not nodes:
-            raise ValidationFailed("fleet", "the snapshot has no node with a network topology")
-        changed = nodes
-        for change in request.fleet_change:
-            try:
-                changed = change_fleet(changed, change)
-            except InputError as exc:
-                raise ValidationFailed("fleet_change", exc.message) from None
+            trace = read.trace_of(request.trace or "")
+        read.check_size(trace, history is not None)
+        proposed = self.policy if request.policy is None else read.policy_of(request.policy)
+        nodes, changed = read.fleets_of(self._snapshot().nodes.values(), request.fleet_change)
         named = {"baseline": (nodes, self.policy_now())}
         if request.policy is not None or request.fleet_change:
             named["proposed"] = (changed, proposed)
         out = compare(trace, named, regime=request.regime, release_lag_s=request.release_lag_s)
         extra = {"history": history.summary()} if history else {}
         return {"jobs": len(trace), "nodes": {k: len(v[0]) for k, v in named.items()}, **extra, **out}
-
-    def _history(self, window: str) -> Any:
-        """The ledger's jobs of every team submitted in ``window`` as a trace, each with its
-        observed run time (:mod:`topogov.logic.whatif.history`); a 400 when none has one."""
-        from topogov.domain.errors import ValidationFailed
-        from topogov.domain.submission import parse_window
-        from topogov.logic.estimates import epoch
-        from topogov.logic.whatif.history import trace_from_records
-
-        now = epoch(self.clock()) or time.time()
-        records = [r for team in sorted(self.policy.teams) for r in self.ledger.list(team)]
-        history = trace_from_records(records, now=now, window_s=parse_window(window))
-        if not history.jobs:
-            left = ", ".join(f"{n} {why}" for why, n in history.left_out.items())
-            raise ValidationFailed(
-                "history",
-                f"no job submitted in the last {window} has an observed run time"
-                + (f" (left out: {left})" if left else " (no job was submitted in it)"),
-            )
-        return history
 
     def _placement_of(self, team: str) -> dict[str, Any] | None:
         """How tight the team's running multi-pod jobs were at the last pass, beside the fleet's."""
