@@ -101,27 +101,20 @@ def cycle_stats(log: Path) -> dict[str, Any]:
     took: list[float] = []
     assumed: dict[str, float] = {}
     writes: list[float] = []
-    for line in log.open(errors="replace"):
-        parts = line.split("\t")
-        if len(parts) < 6:
-            continue
-        msg = parts[4]
-        if msg not in (
-            "Snapshot taken",
-            "Nomination done",
-            "Scheduling cycle complete",
-            "Workload assumed in the cache",
-            "Workload successfully admitted and assigned flavors",
-        ):
-            continue
-        fields = json.loads(parts[5])
+    messages = (
+        "Snapshot taken",
+        "Nomination done",
+        "Scheduling cycle complete",
+        "Workload assumed in the cache",
+        "Workload successfully admitted and assigned flavors",
+    )
+    for at, msg, fields in _events(log, messages):
         if msg in ("Snapshot taken", "Nomination done"):
             cycle = fields["schedulingCycle"]
             compute[cycle] = compute.get(cycle, 0.0) + _duration(fields["duration"])
         elif msg == "Scheduling cycle complete":
             took.append(_duration(fields["duration"]))
         else:
-            at = datetime.fromisoformat(parts[0][:26]).timestamp()
             key = f"{fields['workload']['namespace']}/{fields['workload']['name']}"
             if msg.startswith("Workload assumed"):
                 assumed[key] = at
