@@ -41,7 +41,7 @@ from typing import Any
 
 from topogov_cli.common import EXIT_OK
 from topogov_cli.render import table
-from topogov_local.bench.kueue_timing import KueueClock, Timing
+from topogov_local.bench.kueue_timing import KueueClock, Runner, Timing, full_rate_until
 
 GPU, EFA = "nvidia.com/gpu", "vpc.amazonaws.com/efa"
 LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3))
@@ -207,7 +207,8 @@ def bench_kueue_perf_shape(
     cluster, events, runtime, klass = _perf_shape(arrivals)
     if timing is None:
         return _replay_perf_shape(cluster, events, runtime, klass)
-    return _replay_timed(cluster, events, runtime, klass, KueueClock(timing))
+    loaded_until = full_rate_until(t for t, _, kind, _ in events if kind == "submit")
+    return _replay_timed(cluster, events, runtime, klass, KueueClock(timing, loaded_until))
 
 
 def _perf_shape(
@@ -215,7 +216,15 @@ def _perf_shape(
 ) -> tuple[Any, list[tuple[float, int, str, Any]], dict[str, float], dict[str, str]]:
     """The shape's cluster (640 nodes, 30 ClusterQueues in 5 cohorts) and its 15,000 submissions as a
     heap of events, with each workload's run time and class. A workload is created on its set's
-    interval (the generator's ``creationIntervalMs``), or at its time in ``arrivals`` when given."""
+    interval (the generator's ``creationIntervalMs``), or at its time in ``arrivals`` when given.
+
+    The nodes are labelled as upstream's generator labels them (``runner/generator/
+    topology_generator.go``, ``generateNodesRecursive``): each level's value is its name and index
+    within its parent, so ``kubernetes.io/hostname`` is ``node-0`` … ``node-63`` in every rack. With
+    the hostname the lowest level Kueue keys a leaf by it (``TASFlavorSnapshot.addNode``), so the
+    ten nodes sharing a hostname make one leaf of 960 CPU, and so does the model
+    (``topology.FlavorTree``). Kueue's run places by those 64 leaves: its log's admissions name only
+    ``node-<i>``."""
     import heapq
 
     from topogov.domain.kueue_model import (
@@ -236,11 +245,11 @@ def _perf_shape(
 
     block, rack = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"
     topology = Topology("default-topology", (block, rack, HOSTNAME))
-    flavor = ResourceFlavor("tas-flavor", {"tas-node-group": "tas-group"}, topology.name)
+    flavor = ResourceFlavor("tas-flavor", {"tas-node-group": "tas"}, topology.name)
     nodes = [
         Node(
-            f"node-{r}-{h}",
-            {block: "b0", rack: f"r{r}", HOSTNAME: f"node-{r}-{h}", "tas-node-group": "tas-group"},
+            f"node-b0-r{r}-n{h}",
+            {block: "block-0", rack: f"rack-{r}", HOSTNAME: f"node-{h}", "tas-node-group": "tas"},
             {"cpu": 96_000, "memory": 256 * 2**30, "pods": 110},
         )
         for r in range(10)
@@ -307,7 +316,7 @@ def _replay_perf_shape(
 
     seq = len(events)
     created_at = {wl.name: t for t, _, kind, wl in events if kind == "submit"}
-    waits: dict[str, list[float]] = {}
+    waits: dict[str, float] = {}  # by workload: its last admission's wait
     runs: dict[str, int] = {}
     cycles = preempted = 0
     now = 0.0
@@ -328,7 +337,7 @@ def _replay_perf_shape(
                 runs[ev.name] = runs.get(ev.name, 0) + 1
             for adm in result.admitted:
                 runs[adm.name] = runs.get(adm.name, 0) + 1
-                waits.setdefault(klass[adm.name], []).append(now - created_at[adm.name])
+                waits[adm.name] = now - created_at[adm.name]
                 heapq.heappush(events, (now + runtime[adm.name], seq, "finish", (adm.name, runs[adm.name])))
                 seq += 1
     cpu_s = time.process_time() - cpu0
@@ -337,10 +346,10 @@ def _replay_perf_shape(
         "model_cpu_s": round(cpu_s, 1),
         "cycles": cycles,
         "preempted": preempted,
-        "admitted": sum(len(v) for v in waits.values()),
+        "admitted": len(waits),
         "simulated_span_s": round(now, 1),
         "kueue_wall_s": KUEUE_TAS_WALL_S,
-        "mean_wait_s": {k: round(statistics.mean(v), 1) for k, v in sorted(waits.items())},
+        "mean_wait_s": _class_means(waits, klass),
     }
 
 
@@ -358,17 +367,21 @@ def _replay_timed(
 
     seq = len(events)
     created_at = {wl.name: t for t, _, kind, wl in events if kind == "submit"}
-    waits: dict[str, list[float]] = {}
+    waits: dict[str, float] = {}  # by workload: its last admission's wait
     runs: dict[str, int] = {}
     cycles = preempted = 0
     now = 0.0
-    after_finish = clock.timing.request_s + clock.timing.watch_s
+    runner = Runner(clock)
     cpu0 = time.process_time()
     while True:
         while events and events[0][0] <= now:
-            _, _, kind, arg = heapq.heappop(events)
+            at, _, kind, arg = heapq.heappop(events)
             if kind == "submit":
                 cluster.submit(arg)
+            elif kind == "due":  # the runner's worker takes it: Kueue sees the finish later
+                name, _run = arg
+                heapq.heappush(events, (runner.finish(at - runtime[name], runtime[name]), seq, "finish", arg))
+                seq += 1
             elif runs.get(arg[0]) == arg[1]:
                 cluster.finish(arg[0], now)
         cluster.fire_requeues(now)
@@ -392,9 +405,9 @@ def _replay_timed(
         )
         for adm in result.admitted:
             runs[adm.name] = runs.get(adm.name, 0) + 1
-            waits.setdefault(klass[adm.name], []).append(seen[adm.name] - created_at[adm.name])
-            finish = seen[adm.name] + runtime[adm.name] + after_finish
-            heapq.heappush(events, (finish, seq, "finish", (adm.name, runs[adm.name])))
+            waits[adm.name] = seen[adm.name] - created_at[adm.name]
+            due = seen[adm.name] + runtime[adm.name]
+            heapq.heappush(events, (due, seq, "due", (adm.name, runs[adm.name])))
             seq += 1
         now = end
     return {
@@ -402,11 +415,36 @@ def _replay_timed(
         "model_cpu_s": round(time.process_time() - cpu0, 1),
         "cycles": cycles,
         "preempted": preempted,
-        "admitted": sum(len(v) for v in waits.values()),
+        "admitted": len(waits),
         "workload_writes": clock.workloads.granted,
+        "loaded_until_s": round(clock.loaded_until, 1),
+        **_finish_lags(runner.lags, clock.loaded_until),
         "simulated_span_s": round(now, 1),
         "kueue_wall_s": KUEUE_TAS_WALL_S,
-        "mean_wait_s": {k: round(statistics.mean(v), 1) for k, v in sorted(waits.items())},
+        "mean_wait_s": _class_means(waits, klass),
+    }
+
+
+def _class_means(waits: Mapping[str, float], klass: Mapping[str, str]) -> dict[str, float]:
+    """Each class's mean wait to admission over its workloads, a re-admitted workload's (after a
+    preemption) counted from its creation to its last admission, as upstream's recorder counts it
+    (``runner/recorder/recorder.go``, ``recordWLEvent``: ``TimeToAdmitMs`` is set again on every
+    change to admitted)."""
+    by_class: dict[str, list[float]] = {}
+    for name, wait in waits.items():
+        by_class.setdefault(klass[name], []).append(wait)
+    return {k: round(statistics.mean(v), 1) for k, v in sorted(by_class.items())}
+
+
+def _finish_lags(lags: Sequence[tuple[float, float]], loaded_until: float) -> dict[str, float]:
+    """The runner's finish lag p50 (how long after its run time Kueue saw a workload finished), for
+    the workloads admitted while the generator created at its full rate and after, as the bench
+    measures them in Kueue's run (``kueue_perf.finish_lag``)."""
+    during = [lag for admitted, lag in lags if admitted < loaded_until]
+    after = [lag for admitted, lag in lags if admitted >= loaded_until]
+    return {
+        "finish_lag_p50_while_loaded_s": round(statistics.median(during), 3) if during else 0.0,
+        "finish_lag_p50_after_s": round(statistics.median(after), 3) if after else 0.0,
     }
 
 

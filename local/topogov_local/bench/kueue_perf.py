@@ -313,9 +313,11 @@ def _print_costs(real: dict[str, Any], timed: dict[str, Any], on_arrivals: dict[
         f"finish p50 {r['finish_lag_p50_while_creating_s']} s after the run time while they were created, "
         f"{r['finish_lag_p50_after_s']} s after"
     )
-    print(
-        f"model timed: {timed['workload_writes']} writes, {timed['cycles']} cycles, {timed['preempted']} "
-        f"preemptions; on the run's arrivals: {on_arrivals['workload_writes']} writes, "
-        f"{on_arrivals['cycles']} cycles, {on_arrivals['preempted']} preemptions"
-    )
+    for what, m in (("model timed", timed), ("on the run's arrivals", on_arrivals)):
+        print(
+            f"{what}: {m['workload_writes']} writes, {m['cycles']} cycles, {m['preempted']} preemptions; "
+            f"loaded until {m['loaded_until_s']} s, the runner's finish p50 "
+            f"{m['finish_lag_p50_while_loaded_s']} s after the run time then, "
+            f"{m['finish_lag_p50_after_s']} s after"
+        )
     print(f"artifacts: {r['artifacts']}")

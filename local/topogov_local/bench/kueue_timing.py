@@ -37,19 +37,30 @@ backoff                     1 → 10 ms   ``pkg/util/wait/backoff.go``: after a 
                                         nothing, doubling from ``initialBackoff`` to ``maxBackoff``
 watch delivery              2 ms        assumed: an update's delivery to a watcher (the runner,
                                         Kueue's cache); not measured separately
+round trip under load       80 ms       fitted here: every request sent while the generator creates
+                                        at its full rate (:func:`full_rate_until`) takes this instead
+                                        of ``request_s``. The third run here (2026-12-03) measured
+                                        the runner's finish reaching Kueue 2.96 s (p50) after the run
+                                        time while the generator created, 0.05 s after, and Kueue's
+                                        in-cycle writes at 0.1-0.2 s then; the replay on that run's
+                                        arrivals gives a finish lag of 3.1 s with 80 ms (0.5 s with
+                                        50 ms, 8 s with 100 ms: the runner's queue is near its edge)
+the runner's finishes       1 worker    :class:`Runner`: upstream's runner writes ``Finished`` from
+                                        one reconcile worker (controller-runtime's default), so its
+                                        finishes queue behind each other's round trips
 ==========================  ==========  ===============================================================
 
-Not modelled: the API server's own latency under load (it ran at 1.2 cores of 2 here). While the
-generator creates (about 340 creations a second here, so 44 s for what its intervals spread over
-20), the runner's finishes reached Kueue 2.96 s (p50) after the run time instead of 0.05 s, and
-Kueue's in-cycle writes took 0.1-0.2 s each; ``topogov bench kueue-perf`` measures both and also
-replays the model on the run's own arrivals (docs/benchmarks.md says what that shows and why
-adding these delays alone does not bring the replay closer). Nor are preempted workloads keeping
-their quota until the runner clears their reservation (29 and 83 evictions in two runs).
+When the full rate ends is the one assumption here with no source: the end of the last second
+with at least half the busiest second's creations (12 s on the generator's intervals, 42 s on the
+run's arrivals here, where the API server created about 340 a second throughout). Not modelled:
+preempted workloads keeping their quota until the runner clears their reservation (29 and 83
+evictions in Kueue's runs here), and the runner's 48 ms from a run's end to Kueue seeing it
+finished when nothing loads the server (the replay has 7 ms: one round trip and the watch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -63,6 +74,22 @@ class Timing:
     request_s: float = 0.005
     backoff_s: tuple[float, float] = (0.001, 0.010)
     watch_s: float = 0.002
+    loaded_request_s: float = 0.08
+
+
+def full_rate_until(created: Iterable[float], window_s: float = 1.0) -> float:
+    """When the generator stops creating at its full rate: the end of the last ``window_s`` window
+    holding at least half as many creations as the busiest one (0 when nothing is created). On the
+    generator's intervals that is 12 s, when its small sets (95 % of its requests a second) end; in
+    the run measured here, 44 s, as the API server created about 340 a second throughout."""
+    counts: dict[int, int] = {}
+    for t in created:
+        k = int(t // window_s)
+        counts[k] = counts.get(k, 0) + 1
+    if not counts:
+        return 0.0
+    peak = max(counts.values())
+    return (max(k for k, n in counts.items() if 2 * n >= peak) + 1) * window_s
 
 
 class TokenBucket:
@@ -86,11 +113,17 @@ class TokenBucket:
 class KueueClock:
     """One Kueue's time, cycle by cycle: when a cycle ends, when its admissions are written."""
 
-    def __init__(self, timing: Timing | None = None) -> None:
+    def __init__(self, timing: Timing | None = None, loaded_until: float = 0.0) -> None:
         self.timing = timing or Timing()
+        self.loaded_until = loaded_until
         self.workloads = TokenBucket(self.timing.qps, self.timing.burst)
         self._backoff: float | None = None
         self._message: dict[str, str] = {}
+
+    def round_trip(self, t: float) -> float:
+        """A request's round trip when sent at ``t``: slower while the generator creates at its full
+        rate (before ``loaded_until``)."""
+        return self.timing.loaded_request_s if t < self.loaded_until else self.timing.request_s
 
     def cycle(
         self, start: float, admitted: list[str], evicted: list[str], pending: list[tuple[str, str]]
@@ -103,14 +136,17 @@ class KueueClock:
         now = start + t.cycle_s
         seen = {}
         for name in admitted:
-            seen[name] = self.workloads.take(now) + t.request_s + t.watch_s
+            sent = self.workloads.take(now)
+            seen[name] = sent + self.round_trip(sent) + t.watch_s
             self._message.pop(name, None)
         for _name in evicted:
-            now = self.workloads.take(now) + t.request_s
+            sent = self.workloads.take(now)
+            now = sent + self.round_trip(sent)
         for name, message in pending:
             if self._message.get(name) != message:
                 self._message[name] = message
-                now = self.workloads.take(now) + t.request_s
+                sent = self.workloads.take(now)
+                now = sent + self.round_trip(sent)
         if admitted:
             self._backoff = None
         else:
@@ -118,3 +154,26 @@ class KueueClock:
             self._backoff = lo if self._backoff is None else min(hi, self._backoff * 2)
             now += self._backoff
         return now, seen
+
+
+class Runner:
+    """Upstream's test runner finishing workloads (``runner/controller/controller.go``): once a
+    workload's run time is up since it saw ``Admitted``, one reconcile writes ``Finished``
+    (``SetConditionAndUpdate``). It has one worker (controller-runtime's default
+    ``MaxConcurrentReconciles``), so finishes queue behind each other's round trips; its client has
+    no limit that binds (the Makefile's ``--qps=1000 --burst=2000``)."""
+
+    def __init__(self, clock: KueueClock) -> None:
+        self.clock = clock
+        self.free = 0.0  # when the worker is next free
+        self.lags: list[tuple[float, float]] = []  # (admission seen, finish seen - its run's end)
+
+    def finish(self, admitted: float, run_s: float) -> float:
+        """A workload whose admission was seen at ``admitted`` and runs ``run_s`` (given in the order
+        they are due): when Kueue sees it finished."""
+        due = admitted + run_s
+        start = max(due, self.free)
+        self.free = start + self.clock.round_trip(start)
+        seen = self.free + self.clock.timing.watch_s
+        self.lags.append((admitted, seen - due))
+        return seen
