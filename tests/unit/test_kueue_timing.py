@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 from topogov_local.bench.kueue_perf import cycle_stats, upstream_means, write_rate
-from topogov_local.bench.kueue_timing import KueueClock, Runner, Timing, TokenBucket, full_rate_until
+from topogov_local.bench.kueue_timing import KueueClock, Runner, Timing, TokenBucket
 
 
 def test_the_bucket_lets_a_burst_through_then_one_request_per_interval() -> None:
@@ -104,21 +104,6 @@ def test_the_runner_finishes_one_workload_at_a_time() -> None:
     # later, unloaded and the worker idle: one round trip and the watch
     assert runner.finish(9.0, 1.0) == pytest.approx(10.007)
     assert [lag for _, lag in runner.lags] == pytest.approx([0.102, 0.202, 0.302, 0.007])
-
-
-def test_the_full_rate_lasts_until_the_creations_fall_below_half_the_busiest_second() -> None:
-    assert full_rate_until([]) == 0.0
-    steady = [i / 340 for i in range(340 * 44)]  # 340 a second for 44 s, as the run here
-    assert full_rate_until(steady) == pytest.approx(44.0)
-    # the generator's intervals: 90 sets of 120 or 110 every 100 ms, 90 of about 33 every 500 ms,
-    # 90 of about 17 every 1.2 s: full rate until the small sets end at 12 s
-    intervals = [(i + 1) * 0.1 for _ in range(60) for i in range(120)] + [
-        (i + 1) * 0.1 for _ in range(30) for i in range(110)
-    ]
-    intervals += [(i + 1) * 0.5 for _ in range(90) for i in range(33)] + [
-        (i + 1) * 1.2 for _ in range(90) for i in range(17)
-    ]
-    assert full_rate_until(intervals) == pytest.approx(12.0)
 
 
 def test_upstream_means_are_read_from_the_rangespec_comments(tmp_path) -> None:

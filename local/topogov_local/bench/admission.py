@@ -41,7 +41,7 @@ from typing import Any
 
 from topogov_cli.common import EXIT_OK
 from topogov_cli.render import table
-from topogov_local.bench.kueue_timing import KueueClock, Runner, Timing, full_rate_until
+from topogov_local.bench.kueue_timing import KueueClock, Runner, Timing
 
 GPU, EFA = "nvidia.com/gpu", "vpc.amazonaws.com/efa"
 LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{i}" for i in (1, 2, 3))
@@ -207,7 +207,7 @@ def bench_kueue_perf_shape(
     cluster, events, runtime, klass = _perf_shape(arrivals)
     if timing is None:
         return _replay_perf_shape(cluster, events, runtime, klass)
-    loaded_until = full_rate_until(t for t, _, kind, _ in events if kind == "submit")
+    loaded_until = max(t for t, _, kind, _ in events if kind == "submit")  # the generator's last creation
     return _replay_timed(cluster, events, runtime, klass, KueueClock(timing, loaded_until))
 
 
@@ -438,8 +438,8 @@ def _class_means(waits: Mapping[str, float], klass: Mapping[str, str]) -> dict[s
 
 def _finish_lags(lags: Sequence[tuple[float, float]], loaded_until: float) -> dict[str, float]:
     """The runner's finish lag p50 (how long after its run time Kueue saw a workload finished), for
-    the workloads admitted while the generator created at its full rate and after, as the bench
-    measures them in Kueue's run (``kueue_perf.finish_lag``)."""
+    the workloads admitted while the generator created and after, as the bench measures them in
+    Kueue's run (``kueue_perf.finish_lag``)."""
     during = [lag for admitted, lag in lags if admitted < loaded_until]
     after = [lag for admitted, lag in lags if admitted >= loaded_until]
     return {

@@ -38,21 +38,21 @@ backoff                     1 → 10 ms   ``pkg/util/wait/backoff.go``: after a 
 watch delivery              2 ms        assumed: an update's delivery to a watcher (the runner,
                                         Kueue's cache); not measured separately
 round trip under load       80 ms       fitted here: every request sent while the generator creates
-                                        at its full rate (:func:`full_rate_until`) takes this instead
-                                        of ``request_s``. The third run here (2026-12-03) measured
-                                        the runner's finish reaching Kueue 2.96 s (p50) after the run
-                                        time while the generator created, 0.05 s after, and Kueue's
-                                        in-cycle writes at 0.1-0.2 s then; the replay on that run's
-                                        arrivals gives a finish lag of 3.1 s with 80 ms (0.5 s with
-                                        50 ms, 8 s with 100 ms: the runner's queue is near its edge)
+                                        (until its last creation) takes this instead of
+                                        ``request_s``. A run here (2026-12-03) measured the runner's
+                                        finish reaching Kueue 2.96 s (p50) after the run time while
+                                        the generator created, 0.05 s after, and Kueue's in-cycle
+                                        writes at 0.1-0.2 s then; the replay on that run's arrivals
+                                        gives a finish lag of 2.2 s with 80 ms (0.4 s with 50 ms, 7 s
+                                        with 100 ms: the runner's queue is near its edge)
 the runner's finishes       1 worker    :class:`Runner`: upstream's runner writes ``Finished`` from
                                         one reconcile worker (controller-runtime's default), so its
                                         finishes queue behind each other's round trips
 ==========================  ==========  ===============================================================
 
-When the full rate ends is the one assumption here with no source: the end of the last second
-with at least half the busiest second's creations (12 s on the generator's intervals, 42 s on the
-run's arrivals here, where the API server created about 340 a second throughout). Not modelled:
+That one round trip holds for the whole creation (20.4 s on the generator's intervals, 44 s in
+the runs here, where the API server created about 340 a second throughout) is an assumption: the
+runs measured the lag, not how it varies. Not modelled:
 preempted workloads keeping their quota until the runner clears their reservation (29 and 83
 evictions in Kueue's runs here), and the runner's 48 ms from a run's end to Kueue seeing it
 finished when nothing loads the server (the replay has 7 ms: one round trip and the watch).
@@ -60,7 +60,6 @@ finished when nothing loads the server (the replay has 7 ms: one round trip and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -75,21 +74,6 @@ class Timing:
     backoff_s: tuple[float, float] = (0.001, 0.010)
     watch_s: float = 0.002
     loaded_request_s: float = 0.08
-
-
-def full_rate_until(created: Iterable[float], window_s: float = 1.0) -> float:
-    """When the generator stops creating at its full rate: the end of the last ``window_s`` window
-    holding at least half as many creations as the busiest one (0 when nothing is created). On the
-    generator's intervals that is 12 s, when its small sets (95 % of its requests a second) end; in
-    the run measured here, 44 s, as the API server created about 340 a second throughout."""
-    counts: dict[int, int] = {}
-    for t in created:
-        k = int(t // window_s)
-        counts[k] = counts.get(k, 0) + 1
-    if not counts:
-        return 0.0
-    peak = max(counts.values())
-    return (max(k for k, n in counts.items() if 2 * n >= peak) + 1) * window_s
 
 
 class TokenBucket:
@@ -121,8 +105,8 @@ class KueueClock:
         self._message: dict[str, str] = {}
 
     def round_trip(self, t: float) -> float:
-        """A request's round trip when sent at ``t``: slower while the generator creates at its full
-        rate (before ``loaded_until``)."""
+        """A request's round trip when sent at ``t``: slower while the generator creates (before
+        ``loaded_until``, its last creation)."""
         return self.timing.loaded_request_s if t < self.loaded_until else self.timing.request_s
 
     def cycle(
