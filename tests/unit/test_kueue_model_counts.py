@@ -135,3 +135,30 @@ def test_an_admission_and_its_finish_leave_the_counts_as_they_were():
     assert counts[-1][10] == 0 and counts[-1][11] == 0  # full host, and 4 of 8 GPUs left: no 8-GPU pod
     live.change_usage(usage, -1)
     assert answers(live) == before
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_first_domain_holding_a_count_is_the_first_a_scan_finds(seed):
+    """``_Counts.first_holding`` (heaps kept with the counts) answers what ``states[level].index``
+    answers, after admissions and finishes caught up leaf by leaf and on copies of the tree."""
+    rng = random.Random(seed)
+    nodes, pods = fleet(rng)
+    live = FlavorTree(FLAVOR, TOPOLOGY, nodes, pods)
+    applied: list[list[DomainUsage]] = []
+    checked = 0
+    for step in range(200):
+        if applied and rng.random() < 0.4:
+            live.change_usage(applied.pop(rng.randrange(len(applied))), -1)
+        else:
+            applied.append(random_usage(rng, nodes))
+            live.change_usage(applied[-1], 1)
+        if step % 50 == 49:
+            live = live.copy()
+        level_counts(live, rng.choice(QUESTIONS))
+        for counts in live.memo.values():
+            counts.catch_up()
+            for level, state in enumerate(counts.states):
+                for held in counts.hists[level]:
+                    assert counts.first_holding(level, held) == state.index(held), (step, level, held)
+                    checked += 1
+    assert checked > 1000

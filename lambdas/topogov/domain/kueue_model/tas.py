@@ -32,6 +32,7 @@ balanced placement, node affinity and node replacement are out of scope (see the
 from __future__ import annotations
 
 import copy
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +121,9 @@ class _Counts:
                         self.excluded[i] = "nodeSelector"
         self.states: list[list[int]] = []
         self.hists: list[dict[int, int]] = []
+        # per level, count -> a heap of the domains that held it (made on first asking, each change
+        # pushed; an entry whose domain now holds another count is dropped when met)
+        self.holding: list[dict[int, list[int]]] = []
         self.leaf_state: list[int] = []
         self.synced = 0
         self._count(assumed, simulate_empty)
@@ -134,6 +138,7 @@ class _Counts:
         other.per_class = dict(self.per_class)
         other.states = [list(level) for level in self.states]
         other.hists = [dict(h) for h in self.hists]
+        other.holding = [{c: list(h) for c, h in level.items()} for level in self.holding]
         other.leaf_state = other.states[-1] if other.states else list(self.leaf_state)
         return other
 
@@ -166,7 +171,19 @@ class _Counts:
                     acc[p] += s
                 self.states[lvl - 1] = acc
         self.hists = [dict(Counter(s)) for s in self.states]
+        self.holding = [{} for _ in self.states]
         self.synced = tree.position
+
+    def first_holding(self, level: int, count: int) -> int:
+        """The first domain (by values) of ``level`` holding exactly ``count`` (one must), as
+        ``states[level].index(count)`` finds it, without scanning the level each time."""
+        state = self.states[level]
+        heap = self.holding[level].get(count)
+        if heap is None:
+            heap = self.holding[level][count] = [d for d, held in enumerate(state) if held == count]
+        while state[heap[0]] != count:
+            heapq.heappop(heap)
+        return heap[0]
 
     def catch_up(self) -> None:
         """Bring live counts (no assumed usage, not as if empty) to the tree's current usage."""
@@ -179,7 +196,7 @@ class _Counts:
             self._count({}, False)
             return
         self.synced = end
-        states, hists, parent = self.states, self.hists, tree.parent
+        states, hists, holding, parent = self.states, self.hists, self.holding, tree.parent
         bottom = len(states) - 1
         for i in set(tree.changed[start:]):
             new = 0 if i in self.excluded else self._class_count(self.classes[i])
@@ -196,6 +213,9 @@ class _Counts:
                 else:
                     hist[old] -= 1
                 hist[old + delta] = hist.get(old + delta, 0) + 1
+                heap = holding[lvl].get(old + delta)
+                if heap is not None:
+                    heapq.heappush(heap, d)
                 d = parent[lvl][d]
 
     def exclusions(self) -> str:
@@ -328,14 +348,14 @@ def _find_level(
     if lfc:
         fit = _smallest_holding(hist, count)
         if fit is not None:
-            return level, [state.index(fit)], ""
+            return level, [counts.first_holding(level, fit)], ""
         order = _ascending_nonzero(state, hist)
     else:
         top = max(hist)
         if top >= count:
             fit = _smallest_holding(hist, count)
             assert fit is not None
-            return level, [state.index(fit)], ""
+            return level, [counts.first_holding(level, fit)], ""
         if required:
             return 0, [], _not_fit(tree, counts, top, count)
         if level > 0:

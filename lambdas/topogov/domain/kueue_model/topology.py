@@ -118,13 +118,14 @@ class FlavorTree:
         self.tainted = [i for i, n in enumerate(self.leaf_nodes) if n.taints] if self.lowest_is_host else []
         # capacity classes
         self._free: list[dict[str, int]] = [leaf_free[lid] for lid in self.leaf_ids]
+        self._free_key = [tuple(sorted(free.items())) for free in self._free]  # interning's half
         self._used: dict[int, dict[str, int]] = {}
         self._class_ids: dict[tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], int] = {}
         self.class_remaining: list[dict[str, int]] = []
         self.leaf_class: list[int] = []
         self.leaf_empty_class: list[int] = []
         for i in range(len(self.leaf_ids)):
-            self.leaf_empty_class.append(self._intern(self._free[i], {}))
+            self.leaf_empty_class.append(self._intern(i, {}))
         self.leaf_class = list(self.leaf_empty_class)
         self._unselected: dict[frozenset[tuple[str, str]], tuple[int, ...]] = {}
         # the leaves whose usage changed, in order, from the absolute position ``changed_base``: what
@@ -146,11 +147,12 @@ class FlavorTree:
         return out
 
     # -- usage -------------------------------------------------------------------------------------
-    def _intern(self, free: Mapping[str, int], used: Mapping[str, int]) -> int:
-        key = (tuple(sorted(free.items())), tuple(sorted((k, v) for k, v in used.items() if v)))
+    def _intern(self, leaf: int, used: Mapping[str, int]) -> int:
+        """The class of leaf ``leaf`` holding ``used``: its free capacity and usage, numbered."""
+        key = (self._free_key[leaf], tuple(sorted((k, v) for k, v in used.items() if v)))
         cid = self._class_ids.get(key)
         if cid is None:
-            remaining = dict(free)
+            remaining = dict(self._free[leaf])
             for name, value in used.items():  # Go's Requests.Sub adds missing keys, negative
                 remaining[name] = remaining.get(name, 0) - value
             cid = self._class_ids[key] = len(self.class_remaining)
@@ -178,7 +180,7 @@ class FlavorTree:
                 self.leaf_class[i] = self.leaf_empty_class[i]
             else:
                 self._used[i] = used
-                self.leaf_class[i] = self._intern(self._free[i], used)
+                self.leaf_class[i] = self._intern(i, used)
         if len(changed) > 4 * len(self.leaf_ids) + 1024:  # what is that far behind counts afresh
             self.changed_base += len(changed)
             self.changed = []

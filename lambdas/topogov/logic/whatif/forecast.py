@@ -165,6 +165,17 @@ def _hosts(pod_sets: Sequence[PodSetAdmission]) -> tuple[str, ...]:
     return tuple(h for ps in pod_sets for h in ps.pods)
 
 
+def _host_set(pod_sets: Sequence[PodSetAdmission]) -> set[str]:
+    """The hosts of ``_hosts``, read from the assignments' domains (one per host, not per pod)."""
+    return {
+        values[-1]
+        for ps in pod_sets
+        if ps.topology is not None
+        for values, count in ps.topology.domains
+        if count
+    }
+
+
 def _relaxed(wl: Workload) -> Workload | None:
     """``ledger_sync.fall_back``: the first pod set's required level, preferred instead."""
     ps = wl.pod_sets[0]
@@ -422,7 +433,7 @@ class _Forecast:
             record = self.cluster.records.get(name)
             if kind == "finish" and record is not None and record.admitted is not None:
                 self.cluster.finish(name, t)
-                for host in set(_hosts(self.pod_sets.get(name, ()))):
+                for host in _host_set(self.pod_sets.get(name, ())):
                     self.ended_on.setdefault(host, []).append(name)
                 finished_now.append(name)
             elif kind == "fallback" and record is not None and record.admitted is None:
