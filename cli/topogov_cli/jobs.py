@@ -364,11 +364,11 @@ def estimate_lines(e: Mapping[str, Any]) -> list[str]:
         bases.append(f"not known for {_names(unknown)}")
     if bases:
         out.append("  run times  " + wrapped("; ".join(bases), 13))
-    if e.get("overdue"):
-        out.append(
-            "  overdue    "
-            + wrapped(f"{_names(e['overdue'])} ran past their expected end: taken to end now", 13)
-        )
+    count = e.get("overdue_count", len(e.get("overdue") or []))
+    if count:
+        named = f" (on its way: {_names(e['overdue'])})" if e.get("overdue") else ""
+        jobs = "1 running job ran past its" if count == 1 else f"{count:,} running jobs ran past their"
+        out.append("  overdue    " + wrapped(f"{jobs} expected end: taken to end now{named}", 13))
     age = e.get("nodes_as_of_s")
     nodes = f"; node data last changed {duration(age)} ago" if age is not None else ""
     run = f"; estimated {duration(e['forecast_age_s'])} ago" if e.get("forecast_age_s") else ""

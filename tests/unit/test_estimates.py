@@ -153,3 +153,34 @@ def test_a_teams_part_is_read_again_only_when_its_views_or_records_changed(clust
     assert read_state(policy, model, ports, jobs, cache) == first  # and back
     # a fresh cache reads the same state: what is kept is what reading gives
     assert read_state(policy, model, ports, _Jobs(ports), WorkloadCache()) == first
+
+
+def test_an_answer_names_the_overdue_jobs_on_its_way_and_counts_the_others():
+    from topogov.logic.estimates import Owner, State, describe
+    from topogov.logic.whatif.forecast import Estimate
+
+    late = [f"team-b/old-{i}" for i in range(500)]
+    owners = {k: Owner("team-b", k.split("/")[1], Expected(60.0, "expected_duration")) for k in late}
+    owners["team-a/mine"] = Owner("team-a", "mine", Expected(30.0, "expected_duration"))
+    est = Estimate(
+        "team-a/mine",
+        start_s=0.0,
+        waits_for=("team-b/old-7",),
+        preempts=("team-b/old-9",),
+        overdue=tuple(sorted(late)),
+    )
+    state = State(running=[], queued=[], owners=owners, stopped=set())
+
+    def shown(owner: Owner) -> dict[str, Any]:
+        return {"team": owner.team, "job": owner.job}
+
+    answer = describe(est, state, nodes={}, shown=shown, now_s=0.0, as_of_s=None)
+    assert answer["overdue_count"] == 500
+    assert answer["overdue"] == [{"team": "team-b", "job": "old-7"}, {"team": "team-b", "job": "old-9"}]
+    assert [b["job"] for b in answer["bases"]] == ["old-7", "old-9"]  # the jobs it rests on, not all 500
+
+    from topogov_cli.jobs import estimate_lines
+
+    text = "\n".join(estimate_lines(answer))
+    assert "500 running jobs ran past their expected end: taken to end now" in text
+    assert "old-7" in text and "old-9" in text and "old-8" not in text

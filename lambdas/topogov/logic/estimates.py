@@ -315,7 +315,12 @@ def describe(
     """The estimate as the API answers it: when (seconds from now and the UTC time), where, what it
     waits for and would preempt (each job as ``shown`` lets the caller see it), on what basis."""
     me = state.owners[est.name]
-    involved = sorted({*est.waits_for, *est.preempts, *est.unknown_ends, *est.overdue})
+    # every running job past its expected end is taken to end now; the answer names those on this
+    # job's way (their end frees its place, or it preempts them) and counts the rest: a busy cluster
+    # has thousands, the same for every job
+    on_its_way = {*est.waits_for, *est.preempts}
+    overdue = [k for k in est.overdue if k in on_its_way]
+    involved = sorted({*est.waits_for, *est.preempts, *est.unknown_ends, *overdue})
 
     def job_of(key: str) -> dict[str, Any]:
         owner = state.owners.get(key)
@@ -329,7 +334,8 @@ def describe(
         "waits_for": [job_of(k) for k in est.waits_for],
         "preempts": [job_of(k) for k in est.preempts],
         "unknown_ends": [job_of(k) for k in est.unknown_ends],
-        "overdue": [job_of(k) for k in est.overdue],
+        "overdue": [job_of(k) for k in overdue],
+        "overdue_count": len(est.overdue),
         "after_fallback": est.relaxed,
         "expected_duration": {"seconds": me.expected.seconds, "basis": me.expected.basis},
         "bases": [
