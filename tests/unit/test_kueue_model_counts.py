@@ -162,3 +162,35 @@ def test_the_first_domain_holding_a_count_is_the_first_a_scan_finds(seed):
                     assert counts.first_holding(level, held) == state.index(held), (step, level, held)
                     checked += 1
     assert checked > 1000
+
+
+def test_usage_changes_made_from_remembered_steps_equal_the_sums():
+    """``FlavorTree.change_usage`` reuses a step's outcome for every leaf making the same change: the
+    usage it holds is still each leaf's sum of what was added and removed, and its class is the one a
+    tree built with that usage at once has."""
+    rng = random.Random(11)
+    nodes, pods = fleet(rng)
+    live = FlavorTree(FLAVOR, TOPOLOGY, nodes, pods)
+    applied: list[list[DomainUsage]] = []
+    for step in range(400):
+        if applied and rng.random() < 0.45:
+            live.change_usage(applied.pop(rng.randrange(len(applied))), -1)
+        else:
+            applied.append(random_usage(rng, nodes))
+            live.change_usage(applied[-1], 1)
+        if step == 200:
+            live = live.copy()  # copies share the remembered steps
+    want: dict[str, dict[str, int]] = {}
+    for usage in applied:
+        for u in usage:
+            leaf = want.setdefault(u.values[-1], {})
+            for name, value in u.single.items():
+                leaf[name] = leaf.get(name, 0) + value * u.count
+            leaf["pods"] = leaf.get("pods", 0) + u.count
+    got = {k: {n: v for n, v in u.items() if v} for k, u in live.usage_by_leaf().items()}
+    assert got == {k: {n: v for n, v in u.items() if v} for k, u in want.items() if any(u.values())}
+    once = fresh(nodes, pods, [[u for usage in applied for u in usage]])
+    assert [live.class_remaining[c] for c in live.leaf_class] == [
+        once.class_remaining[c] for c in once.leaf_class
+    ]
+    assert len(live._steps) > 0

@@ -127,6 +127,10 @@ class FlavorTree:
         for i in range(len(self.leaf_ids)):
             self.leaf_empty_class.append(self._intern(i, {}))
         self.leaf_class = list(self.leaf_empty_class)
+        # a usage change's outcome, by (the leaf's capacity, the usage dict it held, the change): the
+        # new dict and class, the same objects for every leaf that makes the same change (shared by
+        # copies, as the class table; each entry holds the old dict, so its id is not reused)
+        self._steps: dict[tuple[Any, ...], tuple[dict[str, int] | None, dict[str, int] | None, int]] = {}
         self._unselected: dict[frozenset[tuple[str, str]], tuple[int, ...]] = {}
         # the leaves whose usage changed, in order, from the absolute position ``changed_base``: what
         # was counted from the usage (tas._Counts) catches up from it instead of counting afresh
@@ -171,16 +175,25 @@ class FlavorTree:
             if i is None:
                 continue  # "skip accounting for TAS usage in domain"
             changed.append(i)
-            used = dict(self._used.get(i, ()))  # a new dict: a copy of the tree may share the old
-            for name, value in u.single.items():
-                used[name] = used.get(name, 0) + sign * value * u.count
-            used[PODS] = used.get(PODS, 0) + sign * u.count
-            if not any(used.values()):
+            held = self._used.get(i)
+            key = (self.leaf_empty_class[i], id(held), tuple(u.single.items()), u.count, sign)
+            step = self._steps.get(key)
+            if step is None:
+                used = dict(held or ())  # a new dict: a copy of the tree may share the old
+                for name, value in u.single.items():
+                    used[name] = used.get(name, 0) + sign * value * u.count
+                used[PODS] = used.get(PODS, 0) + sign * u.count
+                if len(self._steps) > 65536:
+                    self._steps.clear()
+                if any(used.values()):
+                    step = self._steps[key] = (held, used, self._intern(i, used))
+                else:
+                    step = self._steps[key] = (held, None, self.leaf_empty_class[i])
+            if step[1] is None:
                 self._used.pop(i, None)
-                self.leaf_class[i] = self.leaf_empty_class[i]
             else:
-                self._used[i] = used
-                self.leaf_class[i] = self._intern(i, used)
+                self._used[i] = step[1]
+            self.leaf_class[i] = step[2]
         if len(changed) > 4 * len(self.leaf_ids) + 1024:  # what is that far behind counts afresh
             self.changed_base += len(changed)
             self.changed = []
