@@ -214,6 +214,7 @@ class Cluster:
         self._order = sorted(self.queues)
         self.nominations = Nominations(queues)  # cleared by every change of the snapshot
         self.records: dict[str, _Record] = {}
+        self._owned: set[str] = set()  # the records this cluster may change (not shared by a copy)
         self.requeue_batch_s = requeue_batch_s
         self._requeue_due: dict[str, float] = {}  # ClusterQueue -> when its inadmissible move back
 
@@ -226,9 +227,18 @@ class Cluster:
         other.snapshot = self.snapshot.copy()
         other.queues = {name: queue.copy() for name, queue in self.queues.items()}
         other.nominations = Nominations(other.snapshot.queues)
-        other.records = {name: rec.copy() for name, rec in self.records.items()}
+        # records are shared until one side changes one (:meth:`_own`): a forecast changes few
+        other.records, other._owned, self._owned = dict(self.records), set(), set()
         other._requeue_due = dict(self._requeue_due)
         return other
+
+    def _own(self, name: str) -> _Record:
+        """The record of ``name``, to change: copied first if a copy of the cluster may share it."""
+        rec = self.records[name]
+        if name not in self._owned:
+            rec = self.records[name] = rec.copy()
+            self._owned.add(name)
+        return rec
 
     def forget_requeues(self) -> None:
         """Drop the requeues of inadmissible workloads that events since the start asked for (a
@@ -282,6 +292,7 @@ class Cluster:
         if wl.cluster_queue not in self.queues:
             raise ValueError(f"ClusterQueue {wl.cluster_queue} not found")
         rec = self.records[wl.name] = _Record(wl)
+        self._owned.add(wl.name)
         self.queues[wl.cluster_queue].push(wl)
         self._stopped_message(rec)
 
@@ -294,6 +305,7 @@ class Cluster:
         admitted = Admitted(wl, wl.cluster_queue, tuple(pod_sets), reserved_at)
         admitted.compute_usage(self.snapshot.trees)
         self.records[wl.name] = _Record(wl, admitted)
+        self._owned.add(wl.name)
         self.snapshot.add(admitted)
         self.nominations.changed(wl.cluster_queue)
         return admitted
@@ -308,6 +320,7 @@ class Cluster:
 
     def _delete(self, name: str, now: float) -> None:
         rec = self.records.pop(name)
+        self._owned.discard(name)
         cq = rec.workload.cluster_queue
         if rec.admitted is not None:
             self.snapshot.remove(rec.admitted)
@@ -328,19 +341,19 @@ class Cluster:
             # already in the heap (workload_controller.go, isDisabledRequeuedByClusterQueueStopped)
             self.snapshot.active.add(cq)
             for name in self.queues[cq].parked:
-                self.records[name].requeued = True
+                self._own(name).requeued = True
         else:
             self.snapshot.active.discard(cq)
             if policy == "HoldAndDrain":
                 for adm in list(self.snapshot.workloads[cq].values()):
-                    rec = self.records[adm.name]
+                    rec = self._own(adm.name)
                     evicted.append(
                         Eviction(adm.name, cq, "ClusterQueueStopped", "", "The ClusterQueue is stopped")
                     )
                     self._evict(rec, now, requeued=False)
-        for rec in self.records.values():
+        for name, rec in list(self.records.items()):
             if rec.workload.cluster_queue == cq and rec.admitted is None:
-                self._stopped_message(rec)
+                self._stopped_message(self._own(name))
         self._notify(cq, now)
         return evicted
 
@@ -397,7 +410,7 @@ class Cluster:
             return result
         outcome = run_cycle(self.snapshot, heads, now, self.nominations)
         for e in outcome.entries:
-            rec = self.records[e.workload.name]
+            rec = self._own(e.workload.name)
             queue = self.queues[e.cq.name]
             if e.status == "assumed":
                 assert e.admitted is not None
@@ -418,7 +431,7 @@ class Cluster:
                 queue.park(rec.workload.name)
             result.pending.append(Pending(rec.workload.name, e.cq.name, rec.reason, rec.message))
         for target, e in outcome.preempted:
-            victim = self.records[target.victim.name]
+            victim = self._own(target.victim.name)
             message = preemption_message(
                 e.workload,
                 target.reason,
