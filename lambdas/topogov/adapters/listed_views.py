@@ -33,11 +33,12 @@ class ListedViews(Generic[V]):
             meta = body.get("metadata") or {}
             uid, version = meta.get("uid"), meta.get("resourceVersion")
             hit = before.get(uid) if uid else None
-            if hit is not None and version and hit[0] == version:
-                view = hit[1]
-            else:
-                view = self._make(body)
-                self.made += 1
+            if uid and version and hit is not None and hit[0] == version:
+                kept[uid] = hit
+                out.append(hit[1])
+                continue
+            view = self._make(body)
+            self.made += 1
             if uid and version:
                 kept[uid] = (version, view)
             out.append(view)

@@ -135,8 +135,11 @@ class QuotaState:
         for fr, value in quota.items():
             before = usage.get(fr, 0)
             after = usage[fr] = before + sign * value
-            own = local.get(fr, 0)
-            change = max(0, after - own) - max(0, before - own)
+            own = local.get(fr, 0) if local else 0
+            if before >= own and after >= own:  # above the local quota before and after: all of it
+                change = after - before
+            else:
+                change = max(0, after - own) - max(0, before - own)
             if change:
                 pooled[fr] = pooled.get(fr, 0) + change
 

@@ -356,8 +356,7 @@ class _Forecast:
         self.ended_on: dict[str, list[str]] = {}  # host -> the jobs that ended on it
         self.preempted: dict[str, set[str]] = {}  # preemptor -> the workloads it evicted
         self.t, self.first, self.done = now_s, True, False
-        for r in running:
-            self._seed_running(r)
+        self._seed_running(running)
         for q in queued:
             if q.fallback_s is not None:
                 self.events.append((max(now_s, q.fallback_s), len(self.events), "fallback", q.workload.name))
@@ -368,16 +367,27 @@ class _Forecast:
         heapq.heappush(self.events, (t, self.seq, kind, name))
         self.seq += 1
 
-    def _seed_running(self, r: Running) -> None:
-        name = r.workload.name
-        self.pod_sets[name] = r.pod_sets
-        if r.expected.seconds is None:
-            self.unknown.append(name)
-            return
-        end = r.started_s + r.expected.seconds
-        if end < self.now:
-            self.overdue.append(name)
-        self.events.append((max(self.now, end), len(self.events), "finish", name))
+    def _seed_running(self, running: Sequence[Running]) -> None:
+        """Each running job's expected end (now for one past it), or none when it has no length."""
+        now, events, pod_sets, unknown, overdue = (
+            self.now,
+            self.events,
+            self.pod_sets,
+            self.unknown,
+            self.overdue,
+        )
+        for r in running:
+            name = r.workload.name
+            pod_sets[name] = r.pod_sets
+            seconds = r.expected.seconds
+            if seconds is None:
+                unknown.append(name)
+                continue
+            end = r.started_s + seconds
+            if end < now:
+                overdue.append(name)
+                end = now
+            events.append((end, len(events), "finish", name))
 
     def until(
         self, names: Collection[str], stop: Callable[[], bool] | None, now_s: float | None = None
