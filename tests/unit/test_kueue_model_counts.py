@@ -84,6 +84,18 @@ def random_usage(rng: random.Random, nodes: list[Node]) -> list[DomainUsage]:
     return [DomainUsage((n.labels[HOSTNAME],), single, rng.choice([1, 1, 2])) for n in hosts]
 
 
+def random_change(
+    rng: random.Random, nodes: list[Node], tree: FlavorTree, applied: list[list[DomainUsage]], finishes: float
+) -> None:
+    """One finish (of a share ``finishes`` of the steps) or admission on ``tree``; ``applied``: the
+    usage it holds. Admissions over-commit too: counts may go negative, as in Kueue."""
+    if applied and rng.random() < finishes:
+        tree.change_usage(applied.pop(rng.randrange(len(applied))), -1)
+    else:
+        applied.append(random_usage(rng, nodes))
+        tree.change_usage(applied[-1], 1)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_counts_caught_up_after_each_admission_and_finish_equal_a_recount(seed):
     rng = random.Random(seed)
@@ -91,13 +103,7 @@ def test_counts_caught_up_after_each_admission_and_finish_equal_a_recount(seed):
     live = FlavorTree(FLAVOR, TOPOLOGY, nodes, pods)
     applied: list[list[DomainUsage]] = []
     for step in range(150):
-        if applied and rng.random() < 0.4:  # a finish
-            usage = applied.pop(rng.randrange(len(applied)))
-            live.change_usage(usage, -1)
-        else:  # an admission (over-commitment included: counts may go negative, as in Kueue)
-            usage = random_usage(rng, nodes)
-            applied.append(usage)
-            live.change_usage(usage, 1)
+        random_change(rng, nodes, live, applied, 0.4)
         level_counts(live, rng.choice(QUESTIONS))  # some questions catch up step by step, others later
         if step % 15 == 14:
             assert answers(live) == answers(fresh(nodes, pods, applied))
@@ -147,11 +153,7 @@ def test_the_first_domain_holding_a_count_is_the_first_a_scan_finds(seed):
     applied: list[list[DomainUsage]] = []
     checked = 0
     for step in range(200):
-        if applied and rng.random() < 0.4:
-            live.change_usage(applied.pop(rng.randrange(len(applied))), -1)
-        else:
-            applied.append(random_usage(rng, nodes))
-            live.change_usage(applied[-1], 1)
+        random_change(rng, nodes, live, applied, 0.4)
         if step % 50 == 49:
             live = live.copy()
         level_counts(live, rng.choice(QUESTIONS))
@@ -173,11 +175,7 @@ def test_usage_changes_made_from_remembered_steps_equal_the_sums():
     live = FlavorTree(FLAVOR, TOPOLOGY, nodes, pods)
     applied: list[list[DomainUsage]] = []
     for step in range(400):
-        if applied and rng.random() < 0.45:
-            live.change_usage(applied.pop(rng.randrange(len(applied))), -1)
-        else:
-            applied.append(random_usage(rng, nodes))
-            live.change_usage(applied[-1], 1)
+        random_change(rng, nodes, live, applied, 0.45)
         if step == 200:
             live = live.copy()  # copies share the remembered steps
     want: dict[str, dict[str, int]] = {}

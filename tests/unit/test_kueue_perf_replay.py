@@ -5,22 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from topogov_local.bench.admission import bench_kueue_perf_shape
+from topogov_local.bench.admission import KUEUE_TAS_MEANS_S, KUEUE_TAS_WALL_S, bench_kueue_perf_shape
 from topogov_local.bench.kueue_timing import Timing
-
-# configs/tas/rangespec.yaml in sigs.k8s.io/kueue@v0.17.0: means of 10 CI runs (comments)
-UPSTREAM_WALL_S = 401.472
-UPSTREAM_MEANS_S = {
-    "large-balanced-rack": 37.862,
-    "large-preferred-rack": 39.573,
-    "large-required-rack": 39.625,
-    "medium-balanced-rack": 106.303,
-    "medium-preferred-rack": 106.324,
-    "medium-required-rack": 107.071,
-    "small-balanced-rack": 237.846,
-    "small-preferred-rack": 246.090,
-    "small-required-rack": 246.755,
-}
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +25,11 @@ def test_the_span_is_bounded_by_the_write_rate(replay: dict) -> None:
 
 
 def test_the_span_is_within_15_percent_of_upstreams_wall_time(replay: dict) -> None:
-    assert replay["simulated_span_s"] == pytest.approx(UPSTREAM_WALL_S, rel=0.15)
+    assert replay["simulated_span_s"] == pytest.approx(KUEUE_TAS_WALL_S, rel=0.15)
 
 
 def test_every_class_waits_within_15_percent_of_upstreams_means(replay: dict) -> None:
-    for cls, mean in UPSTREAM_MEANS_S.items():
+    for cls, mean in KUEUE_TAS_MEANS_S.items():
         assert replay["mean_wait_s"][cls] == pytest.approx(mean, rel=0.15), cls
 
 

@@ -61,7 +61,9 @@ Known, documented differences (Kueue's behaviour is timing- or map-order-depende
     * Ties Kueue leaves to Go map order or unstable sorts (entries of equal borrowing, priority and
       creation time across ClusterQueues; several resources short in one flavor; several TAS flavors
       failing; several resources missing from a node's allocatable) are broken here by UID, name or
-      sorted order.
+      sorted order. So is the rack of a leaf whose hostname several nodes share: Kueue files it under
+      the first node its node cache's map yields, the model under the first by name
+      (``topology.FlavorTree``).
     * Kueue builds a fresh ``workload.Info`` when it observes its own status update of a pending
       workload, which can drop the flavor attempt state (``LastAssignment``) before the next cycle;
       the model keeps it, as the scheduler's own requeue does. With one flavor per queue there is no

@@ -11,7 +11,10 @@ Leaves
     With ``kubernetes.io/hostname`` the lowest level, a leaf is a host, keyed by its hostname label
     (``addNode``); otherwise a leaf is a lowest-level domain keyed by its level values joined with
     ``,`` (``utiltas.DomainID``), and nodes sharing it add up. Domains above are made from the leaves'
-    value prefixes (``initialize``).
+    value prefixes (``initialize``). Nodes sharing a hostname (upstream's TAS performance test gives
+    every rack ``node-0`` … ``node-63``) add up too, into a leaf filed under the levels of the first
+    of them: here the first by node name; in Kueue the first its node cache's map yields, an order Go
+    randomises (``nodesCache.find``), so there the leaf's rack may differ from one snapshot to the next.
 
 Capacity
     A leaf's free capacity is its nodes' ``status.allocatable`` minus what non-TAS pods on them
