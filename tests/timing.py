@@ -5,7 +5,8 @@ writes ``DIR/<worker>.json`` per xdist worker: every test's setup, call and tear
 wall-clock start and stop), the set-up time of each module- and session-scoped fixture (and of any
 other that took a second or more), and what the local stack spent inside each phase, read from
 ``topogov_local.processes.SPENT`` (cluster starts and resets, stack starts and resets, CDK runs,
-waits for Kueue, the scheduler and KWOK).
+waits for Kueue, the scheduler and KWOK), and the CPU time the worker's process tree used in each
+phase (:func:`tree_cpu`: the worker, every process below it, and what those have reaped).
 
 ``python -m tests.timing DIR`` prints the breakdown docs/benchmarks.md ("The suite's time") shows:
 per suite, per file (worker, tests, wall, setup/call/teardown, stacks started and reset, clusters
@@ -29,6 +30,40 @@ ENV = "TOPOGOV_SUITE_TIMING"
 SLOW_FIXTURE_S = 1.0
 
 
+def _proc_stat(pid: str) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds of the process and of the children it has reaped) from /proc."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return int(fields[1]), ticks / CLOCK_TICKS
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by process ``root``, every live process below it, and every process
+    they reaped (a finished stack's servers count in the worker's reaped children). A process
+    re-parented away from the tree (none of the local stack's are: they die with their parent) is
+    not counted. Linux only; 0 elsewhere."""
+    if not Path("/proc/self/stat").exists():
+        return 0.0
+    stats = {int(pid): st for pid in os.listdir("/proc") if pid.isdigit() and (st := _proc_stat(pid))}
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, (ppid, _) in stats.items():
+        children[ppid].append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+        todo += children.get(pid, [])
+    return total
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def _spent() -> list[tuple[str, float]]:
     processes = sys.modules.get("topogov_local.processes")
     return processes.SPENT if processes is not None else []
@@ -43,6 +78,12 @@ class Recorder:
         self.phases: list[dict[str, Any]] = []
         self.fixtures: list[dict[str, Any]] = []
         self._seen = 0  # how much of SPENT earlier phases took
+        self._cpu = tree_cpu(os.getpid())  # the tree's CPU seconds at the last report
+
+    def _take_cpu(self) -> float:
+        now = tree_cpu(os.getpid())
+        used, self._cpu = now - self._cpu, now
+        return round(used, 2)
 
     def _take_spent(self) -> dict[str, list[float]]:
         spent = _spent()
@@ -78,6 +119,7 @@ class Recorder:
                 "start": report.start,
                 "stop": report.stop,
                 "spent": self._take_spent(),
+                "cpu": self._take_cpu(),
             }
         )
 
@@ -105,11 +147,13 @@ def per_file(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             f = files.setdefault(
                 ph["file"],
                 {"worker": doc["worker"], "tests": set(), "start": ph["start"], "stop": ph["stop"],
-                 "setup": 0.0, "call": 0.0, "teardown": 0.0, "spent": defaultdict(list), "failed": 0},
+                 "setup": 0.0, "call": 0.0, "teardown": 0.0, "spent": defaultdict(list), "failed": 0,
+                 "cpu": 0.0},
             )  # fmt: skip
             f["tests"].add(ph["nodeid"])
             f["start"], f["stop"] = min(f["start"], ph["start"]), max(f["stop"], ph["stop"])
             f[ph["when"]] += ph["seconds"]
+            f["cpu"] += ph.get("cpu", 0.0)  # recorded since 2026-12-04
             f["failed"] += ph["outcome"] == "failed"
             for what, values in ph["spent"].items():
                 f["spent"][what] += values
@@ -130,28 +174,31 @@ def _cdk(spent: dict[str, list[float]]) -> list[float]:
 
 def report(docs: list[dict[str, Any]], top: int = 0) -> list[str]:
     files = per_file(docs)
-    suites: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    suites: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0.0])
     for name, f in files.items():
         suite = name.split("/")[1] if name.count("/") >= 2 else name
         suites[suite][0] += f["setup"] + f["call"] + f["teardown"]
         suites[suite][1] += len(f["tests"])
+        suites[suite][2] += f["cpu"]
     total = sum(v[0] for v in suites.values())
     start = min(f["start"] for f in files.values())
     stop = max(f["stop"] for f in files.values())
     out = [
         f"{sum(len(f['tests']) for f in files.values())} tests in {len(files)} files; "
         f"{total:.0f} s of test time over {len(docs)} worker(s), {stop - start:.0f} s from the first "
-        "test's start to the last one's end",
+        f"test's start to the last one's end; {sum(v[2] for v in suites.values()):.0f} s of CPU in the "
+        "workers' process trees",
         "",
-        "| suite | tests | test time |",
-        "|---|---:|---:|",
+        "| suite | tests | test time | CPU |",
+        "|---|---:|---:|---:|",
     ]
-    out += [f"| {s} | {n} | {t:.0f} s |" for s, (t, n) in sorted(suites.items(), key=lambda kv: -kv[1][0])]
+    ranked_suites = sorted(suites.items(), key=lambda kv: -kv[1][0])
+    out += [f"| {s} | {n} | {t:.0f} s | {c:.0f} s |" for s, (t, n, c) in ranked_suites]
     out += [
         "",
         "| file | worker | tests | time | setup | call | teardown | stacks started | stack resets "
-        "| clusters started | cluster resets | CDK runs | waits |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|---:|",
+        "| clusters started | cluster resets | CDK runs | waits | CPU |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|---:|---:|",
     ]
     ranked = sorted(files.items(), key=lambda kv: -(kv[1]["setup"] + kv[1]["call"] + kv[1]["teardown"]))
     for name, f in ranked[: top or None]:
@@ -161,7 +208,7 @@ def report(docs: list[dict[str, Any]], top: int = 0) -> list[str]:
             f"| {f['setup']:.1f} | {f['call']:.1f} | {f['teardown']:.1f} | {_n_s(sp.get('stack start', []))} "
             f"| {_n_s(sp.get('stack reset', []))} | {_n_s(sp.get('cluster start', []))} "
             f"| {_n_s(sp.get('cluster reset', []))} "
-            f"| {_n_s(_cdk(sp))} | {_waits(sp):.1f} |"
+            f"| {_n_s(_cdk(sp))} | {_waits(sp):.1f} | {f['cpu']:.1f} |"
         )
     out += ["", "| worker | span | busy | files, in order |", "|---|---:|---:|---|"]
     for doc in docs:
