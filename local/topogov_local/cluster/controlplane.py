@@ -282,6 +282,9 @@ class ControlPlane:
                 # not-ready taint of each new node with its own calls, so a 75-node stack waited ~9 s
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
+                # a node is unhealthy once its lease is this old (default 50 s): above the fake
+                # kubelets' lease (manifests.NODE_LEASE_S, renewed every quarter of it)
+                f"--node-monitor-grace-period={2 * manifests.NODE_LEASE_S}s",
                 "--v=1",
             ],
             lambda: _probe(f"https://127.0.0.1:{p['controller-manager']}/healthz"),
