@@ -4,18 +4,11 @@ answer 503 TOPOLOGY_UNAVAILABLE saying why. Nothing is charged for a refused req
 
 from __future__ import annotations
 
-import pytest
-
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
-from topogov_local.processes import environ
-from topogov_local.stack import LocalStack, StackOptions
 
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    options = StackOptions(directory=tmp_path_factory.mktemp("fresh"), fleet="p5.48xlarge=4", api_port=0)
-    with LocalStack(options) as s, environ(s.env()):
-        yield s
+# The stack is tests/e2e/conftest.py's: the labeler's kind of tests/stacks.py, which no reconcile
+# pass has run on since its start or its last reset, so no snapshot exists (the reset puts the
+# bucket back as it was just after the start).
 
 
 def call(stack, method, path, body=None):

@@ -41,7 +41,6 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -649,14 +648,10 @@ SCENARIOS = [kep_scenario(), flavors_and_stop_scenario(), random_scenario(28, 14
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    from topogov_local.cluster.controlplane import ControlPlane
-
-    cluster = ControlPlane(Path(tmp_path_factory.mktemp("kueue-model")), rbac=None).start()
-    try:
-        yield RealCluster(cluster)
-    finally:
-        cluster.stop()
+def real(server: tuple[Any, str]) -> RealCluster:
+    """The integration suite's cluster (tests/integration/conftest.py, no Topogov RBAC); each
+    scenario starts from an empty one (:meth:`RealCluster.setup` resets it)."""
+    return RealCluster(server[0])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
