@@ -1,7 +1,8 @@
 """Two checkers independent of cdk-nag - cfn-lint and checkov, pinned in requirements/checks.txt and
-installed in .venv/checks by ``make install`` - on the synthesized template, offline (no network
-namespace where ``unshare`` can make one; checkov with ``--skip-download``): no finding, and each
-suppression (in the resource's Metadata, infra/nag.py) still needed, on its resource, with a reason."""
+installed in .venv/checks by ``make install`` - on the synthesized templates (each tool run once over
+all of them), offline (no network namespace where ``unshare`` can make one; checkov with
+``--skip-download``): no finding, and each suppression (in the resource's Metadata, infra/nag.py)
+still needed, on its resource, with a reason."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import copy
 import json
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -49,33 +51,39 @@ def template(extra: dict[str, str] | None = None) -> dict:
     return app.synth().get_stack_by_name(stack.stack_name).template
 
 
-def cfn_lint(doc: dict, tmp: Path) -> list[tuple[str, str]]:
-    """(rule, resource) of every cfn-lint finding (errors, warnings, informational)."""
-    path = tmp / "template.json"
-    path.write_text(json.dumps(doc))
+def cfn_lint(paths: list[Path]) -> dict[Path, list[tuple[str, str]]]:
+    """(rule, resource) of every cfn-lint finding (errors, warnings, informational), per template;
+    one run for them all (the tool's start is most of its time)."""
     proc = subprocess.run(
-        [*_offline(), str(TOOLS / "cfn-lint"), "--format", "json", "--", str(path)],
+        [*_offline(), str(TOOLS / "cfn-lint"), "--format", "json", "--", *map(str, paths)],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode in (0, 2, 4, 6, 8, 10, 12, 14), proc.stderr[-2000:]
-    found = json.loads(proc.stdout or "[]")
-    return sorted((f["Rule"]["Id"], f["Location"]["Path"][1]) for f in found)
+    found: dict[Path, list[tuple[str, str]]] = {p: [] for p in paths}
+    for f in json.loads(proc.stdout or "[]"):
+        found[Path(f["Filename"]).resolve()].append((f["Rule"]["Id"], f["Location"]["Path"][1]))
+    return {p: sorted(v) for p, v in found.items()}
 
 
-def checkov(doc: dict, tmp: Path) -> tuple[list[tuple[str, str]], list[dict]]:
-    """(rule, resource) of every failed checkov check, and the skipped checks (with their comments)."""
-    path = tmp / "template.json"
-    path.write_text(json.dumps(doc))
-    argv = [str(TOOLS / "checkov"), "-f", str(path), "--framework", "cloudformation", "-o", "json"]
+def checkov(paths: list[Path]) -> dict[Path, tuple[list[tuple[str, str]], list[dict]]]:
+    """(rule, resource) of every failed checkov check, and the skipped checks (with their comments),
+    per template; one run for them all."""
+    argv = [str(TOOLS / "checkov"), *(a for p in paths for a in ("-f", str(p)))]
     proc = subprocess.run(
-        [*_offline(), *argv, "--skip-download", "--compact"],
+        [*_offline(), *argv, "--framework", "cloudformation", "-o", "json", "--skip-download", "--compact"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     results = report["results"] if isinstance(report, dict) else report[0]["results"]
-    failed = sorted((c["check_id"], c["resource"].split(".", 1)[1]) for c in results["failed_checks"])
-    return failed, results["skipped_checks"]
+    checked = {Path(c["file_abs_path"]).resolve() for c in results["passed_checks"]}
+    assert checked == set(paths), f"checkov checked {checked}, not {paths}"  # each template, really
+    out: dict[Path, tuple[list[tuple[str, str]], list[dict]]] = {p: ([], []) for p in paths}
+    for c in results["failed_checks"]:
+        out[Path(c["file_abs_path"]).resolve()][0].append((c["check_id"], c["resource"].split(".", 1)[1]))
+    for c in results["skipped_checks"]:
+        out[Path(c["file_abs_path"]).resolve()][1].append(c)
+    return {p: (sorted(failed), skipped) for p, (failed, skipped) in out.items()}
 
 
 def suppressions(doc: dict) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
@@ -106,21 +114,56 @@ def tools():
         assert (TOOLS / tool).exists(), f"{TOOLS / tool} is missing: run `make install` (make checks-tools)"
 
 
-@pytest.mark.parametrize("extra", [None, EVERY_OPTION, HYPERPOD], ids=["default", "every-option", "hyperpod"])
-def test_cfn_lint_and_checkov_find_nothing_and_every_suppression_is_still_needed(extra, tmp_path):
-    doc = template(extra)
-    assert cfn_lint(doc, tmp_path) == []
-    failed, skipped = checkov(doc, tmp_path)
-    assert failed == []
-    lint, ckv = suppressions(doc)
-    assert {(s["check_id"], s["resource"].split(".", 1)[1]) for s in skipped} == ckv
+SHAPES = {"default": None, "every-option": EVERY_OPTION, "hyperpod": HYPERPOD}
+
+
+@dataclass(frozen=True)
+class Checked:
+    doc: dict
+    lint: list[tuple[str, str]]  # cfn-lint's findings on the template
+    failed: list[tuple[str, str]]  # checkov's
+    skipped: list[dict]  # checkov's skipped checks
+    bare_lint: list[tuple[str, str]]  # on the template without its suppressions
+    bare_failed: list[tuple[str, str]]
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Checked]:
+    """Each shape's template and, without its suppressions, its bare copy, checked by one run of each
+    tool over all six files."""
+    tmp = tmp_path_factory.mktemp("templates")
+    docs = {name: template(extra) for name, extra in SHAPES.items()}
+    paths = {}
+    for name, doc in docs.items():
+        for suffix, body in (("", doc), ("-bare", without_suppressions(doc))):
+            path = paths[name + suffix] = (tmp / f"{name}{suffix}.json").resolve()
+            path.write_text(json.dumps(body))
+    lint, ckv = cfn_lint(list(paths.values())), checkov(list(paths.values()))
+    return {
+        name: Checked(
+            doc,
+            lint[paths[name]],
+            ckv[paths[name]][0],
+            ckv[paths[name]][1],
+            lint[paths[name + "-bare"]],
+            ckv[paths[name + "-bare"]][0],
+        )
+        for name, doc in docs.items()
+    }
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_cfn_lint_and_checkov_find_nothing_and_every_suppression_is_still_needed(shape, checked):
+    it = checked[shape]
+    assert it.lint == []
+    assert it.failed == []
+    lint, ckv = suppressions(it.doc)
+    assert {(s["check_id"], s["resource"].split(".", 1)[1]) for s in it.skipped} == ckv
     # Without the suppressions, each tool finds exactly what is suppressed: none is stale, none hides
     # anything else, and the tools really ran on this template.
-    bare = without_suppressions(doc)
-    assert set(cfn_lint(bare, tmp_path)) == lint
-    failed, _ = checkov(bare, tmp_path)
-    assert set(failed) == ckv
-    assert len(failed) == len(ckv)  # one finding per suppression, none twice
+    assert set(it.bare_lint) == lint
+    assert set(it.bare_failed) == ckv
+    assert len(it.bare_failed) == len(ckv)  # one finding per suppression, none twice
 
 
 def test_the_real_findings_are_fixed_not_suppressed():
