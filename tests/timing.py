@@ -30,38 +30,28 @@ ENV = "TOPOGOV_SUITE_TIMING"
 SLOW_FIXTURE_S = 1.0
 
 
-def _proc_stat(pid: str) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds of the process and of the children it has reaped) from /proc."""
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds of process ``pid`` and of the children it has reaped, from /proc; 0 once gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return None
+        return 0.0
     fields = raw[raw.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
-    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    return int(fields[1]), ticks / CLOCK_TICKS
+    return sum(int(f) for f in fields[11:15]) / CLOCK_TICKS  # utime, stime, cutime, cstime
 
 
 def tree_cpu(root: int) -> float:
-    """CPU seconds used so far by process ``root``, every live process below it, and every process
-    they reaped (a finished stack's servers count in the worker's reaped children). A process
-    re-parented away from the tree (none of the local stack's are: they die with their parent) is
-    not counted. Linux only; 0 elsewhere."""
+    """CPU seconds used so far by process ``root``, every live process below it
+    (``topogov_local.processes.descendants``), and every process they reaped (a finished stack's
+    servers count in the worker's reaped children). Linux only; 0 elsewhere."""
     if not Path("/proc/self/stat").exists():
         return 0.0
-    stats = {int(pid): st for pid in os.listdir("/proc") if pid.isdigit() and (st := _proc_stat(pid))}
-    children: dict[int, list[int]] = defaultdict(list)
-    for pid, (ppid, _) in stats.items():
-        children[ppid].append(pid)
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        if pid in stats:
-            total += stats[pid][1]
-        todo += children.get(pid, [])
-    return total
+    from topogov_local.processes import descendants
 
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return sum(_cpu_s(pid) for pid in (root, *descendants(root)))
 
 
 def _spent() -> list[tuple[str, float]]:
