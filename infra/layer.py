@@ -81,7 +81,33 @@ def digest() -> str:
 def pip_install(site: Path, *, python_version: str = PYTHON_VERSION, platform: str = PIP_PLATFORM) -> None:
     """The pinned requirements as wheels for the Lambda platform (``--only-binary``: no build, no Docker).
     Without network access, point ``TOPOGOV_WHEELHOUSE`` at a directory of those wheels
-    (``pip download --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.12 -r ...``)."""
+    (``pip download --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.12 -r ...``).
+
+    With ``TOPOGOV_LAYER_CACHE=DIR`` an install is kept in ``DIR`` under the hash of what it was made
+    from (the pins' file, the platform, the Python version) and copied from there by the next build
+    of the same inputs instead of running pip again. Unset (a deploy), pip runs every time: the
+    unpinned dependencies of the pins resolve as of the build. The test suite sets it to a folder of
+    its own run, so the builds of one run share one pip install."""
+    cache = os.environ.get("TOPOGOV_LAYER_CACHE")
+    if not cache:
+        _pip_install(site, python_version=python_version, platform=platform)
+        return
+    key = hashlib.sha256(REQUIREMENTS.read_bytes())
+    key.update(json.dumps([platform, python_version]).encode())
+    kept = Path(cache) / key.hexdigest()[:16]
+    if not kept.is_dir():
+        Path(cache).mkdir(parents=True, exist_ok=True)
+        building = Path(cache) / f".{kept.name}-{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        _pip_install(building, python_version=python_version, platform=platform)
+        try:
+            building.rename(kept)  # atomic: another build of the same inputs sees all of it or none
+        except OSError:  # another process kept the same install first
+            shutil.rmtree(building, ignore_errors=True)
+    shutil.copytree(kept, site, symlinks=True, dirs_exist_ok=True)
+
+
+def _pip_install(site: Path, *, python_version: str, platform: str) -> None:
     wheelhouse = os.environ.get("TOPOGOV_WHEELHOUSE")
     offline = ["--no-index", "--find-links", wheelhouse] if wheelhouse else []
     subprocess.run(

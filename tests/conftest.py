@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -19,6 +20,7 @@ for folder in ("lambdas", "cli", "local"):
     sys.path.insert(0, str(ROOT / folder))
 
 PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"  # topogov_local.processes appends each child it starts
+LAYER_CACHE_ENV = "TOPOGOV_LAYER_CACHE"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -34,6 +36,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(fd)
         os.environ[PID_LOG_ENV] = path  # xdist workers and every subprocess inherit it
         config._topogov_pid_log = path  # type: ignore[attr-defined]
+    if not hasattr(config, "workerinput") and LAYER_CACHE_ENV not in os.environ:
+        # the layer's pip install, made once per run and copied by every later build (infra/layer.py)
+        os.environ[LAYER_CACHE_ENV] = tempfile.mkdtemp(prefix="topogov-layer-")
+        config._topogov_layer_cache = os.environ[LAYER_CACHE_ENV]  # type: ignore[attr-defined]
 
 
 WEIGHTS = Path(__file__).with_name("weights.json")  # python -m tests.timing DIR --weights
@@ -77,6 +83,9 @@ def _kill(pid: int) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    cache = getattr(session.config, "_topogov_layer_cache", None)
+    if cache is not None:
+        shutil.rmtree(cache, ignore_errors=True)
     path = getattr(session.config, "_topogov_pid_log", None)
     if path is None:
         return

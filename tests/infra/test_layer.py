@@ -11,7 +11,10 @@ answer the same and open the same files. Building the layers needs PyPI (or TOPO
 from __future__ import annotations
 
 import csv
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +105,28 @@ def test_the_pruned_layer_is_under_60_mb_with_boto3_and_botocore_at_the_pinned_p
         assert info.name == f"{dist}-{pins()[dist]}.dist-info"
         assert (pruned / dist / "__init__.py").exists()
     assert not list(pruned.glob("snapshot_restore_py*"))  # the runtime's registry must be the one used
+
+
+def files(site: Path) -> set[str]:
+    return {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
+
+
+def test_a_build_of_the_same_pins_in_the_same_run_is_copied_from_the_first_not_installed_again(
+    layers, tmp_path
+):
+    """The suite sets ``TOPOGOV_LAYER_CACHE`` to a folder of its own run (tests/conftest.py); a build
+    that can reach no index (an empty wheelhouse) still gets the whole layer, from there; without the
+    cache the same build fails: nothing to install from."""
+    _, full, _, _, _, _ = layers
+    assert os.environ.get("TOPOGOV_LAYER_CACHE")
+    _, version = bench.runtime_python()  # the fixture's build: the same inputs
+    (tmp_path / "no-wheels").mkdir()
+    env = {**os.environ, "TOPOGOV_WHEELHOUSE": str(tmp_path / "no-wheels")}
+    argv = [sys.executable, "-m", "infra.layer", "--full", "--python-version", version]
+    subprocess.run([*argv, str(tmp_path / "again")], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    assert files(tmp_path / "again" / "python") == files(full)
+    del env["TOPOGOV_LAYER_CACHE"]
+    uncached = subprocess.run(
+        [*argv, str(tmp_path / "uncached")], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert uncached.returncode != 0 and "No matching distribution" in uncached.stderr, uncached.stderr[-2000:]
