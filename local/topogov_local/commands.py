@@ -11,6 +11,12 @@ from topogov_cli.common import LOCAL_DIR
 
 
 def _local(args: argparse.Namespace) -> int:
+    import gc
+
+    # a stack's clients, the snapshot and the libraries live as long as the process: the cyclic
+    # collector's youngest generation at 50,000 allocations, not 700 (this process's CPU until the
+    # stack is ready: 2.7-2.9 s -> 2.1 s)
+    gc.set_threshold(50_000, 20, 20)
     from topogov_local.walkthrough import run
 
     code = run(args)

@@ -29,6 +29,7 @@ In-process use (tests)::
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import logging
@@ -338,7 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
+    # moto's import and botocore's service models are a large heap made once and kept: built with the
+    # collector off, then frozen out of its reach, and the youngest generation collected at 50,000
+    # allocations, not 700 (a server's CPU until a stack is ready: 4.0-4.6 s -> 2.9-3.5 s)
+    gc.disable()
     server = _make_server(args.host, args.port)
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+    gc.enable()
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: Any) -> None:
