@@ -84,10 +84,10 @@ def pip_install(site: Path, *, python_version: str = PYTHON_VERSION, platform: s
     (``pip download --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.12 -r ...``).
 
     With ``TOPOGOV_LAYER_CACHE=DIR`` an install is kept in ``DIR`` under the hash of what it was made
-    from (the pins' file, the platform, the Python version) and copied from there by the next build
-    of the same inputs instead of running pip again. Unset (a deploy), pip runs every time: the
-    unpinned dependencies of the pins resolve as of the build. The test suite sets it to a folder of
-    its own run, so the builds of one run share one pip install."""
+    from (the pins' file, the platform, the Python version), and the next build of the same inputs
+    links its files from there instead of running pip again. Unset (a deploy), pip runs every time:
+    the unpinned dependencies of the pins resolve as of the build. The test suite sets it to a
+    folder of its own run, so the builds of one run share one pip install."""
     cache = os.environ.get("TOPOGOV_LAYER_CACHE")
     if not cache:
         _pip_install(site, python_version=python_version, platform=platform)
@@ -104,7 +104,16 @@ def pip_install(site: Path, *, python_version: str = PYTHON_VERSION, platform: s
             building.rename(kept)  # atomic: another build of the same inputs sees all of it or none
         except OSError:  # another process kept the same install first
             shutil.rmtree(building, ignore_errors=True)
-    shutil.copytree(kept, site, symlinks=True, dirs_exist_ok=True)
+    shutil.copytree(kept, site, symlinks=True, dirs_exist_ok=True, copy_function=_link_or_copy)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link to the kept file (nothing writes a layer's files in place: :func:`prune` unlinks,
+    and replaces a RECORD whole), a copy where the cache is on another file system."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def _pip_install(site: Path, *, python_version: str, platform: str) -> None:
@@ -158,9 +167,11 @@ def prune(site: Path) -> list[str]:
         with record.open(newline="") as fh:
             rows = list(csv.reader(fh))
         kept = [r for r in rows if r and ((site / r[0]).exists() or r[0].endswith("/RECORD"))]
-        if len(kept) != len(rows):
-            with record.open("w", newline="") as fh:
+        if len(kept) != len(rows):  # a new file put in its place: the old one may be a cached copy's link
+            fresh = record.with_name("RECORD.new")
+            with fresh.open("w", newline="") as fh:
                 csv.writer(fh, lineterminator="\n").writerows(kept)
+            fresh.replace(record)
     return sorted(removed)
 
 

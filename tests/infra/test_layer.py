@@ -125,6 +125,17 @@ def test_a_build_of_the_same_pins_in_the_same_run_is_copied_from_the_first_not_i
     argv = [sys.executable, "-m", "infra.layer", "--full", "--python-version", version]
     subprocess.run([*argv, str(tmp_path / "again")], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
     assert files(tmp_path / "again" / "python") == files(full)
+    # pruning a build made of the kept files' links leaves the kept files as they were
+    pruned_argv = [a for a in argv if a != "--full"]
+    subprocess.run(
+        [*pruned_argv, str(tmp_path / "pruned")], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
+    )
+    assert not (tmp_path / "pruned" / "python" / "kubernetes" / "aio").exists()
+    subprocess.run([*argv, str(tmp_path / "after")], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    after = tmp_path / "after" / "python"
+    assert files(after) == files(full)
+    (record,) = after.glob("kubernetes-*.dist-info/RECORD")  # what pruning rewrote in its build
+    assert "kubernetes/aio/__init__.py," in record.read_text()
     del env["TOPOGOV_LAYER_CACHE"]
     uncached = subprocess.run(
         [*argv, str(tmp_path / "uncached")], cwd=ROOT, env=env, capture_output=True, text=True
