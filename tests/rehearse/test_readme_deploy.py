@@ -86,6 +86,9 @@ def deployment(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
             for k, v in os.environ.items()
             if not k.startswith(("AWS_", "CDK_", "TOPOGOV_", "KUBECONFIG"))
         }
+        # the one variable of the run kept: the layer's pip install made once per run (the same pins;
+        # infra/layer.py), so the block's synths bundle it without a pip run of their own
+        env["TOPOGOV_LAYER_CACHE"] = os.environ["TOPOGOV_LAYER_CACHE"]
         env.update(
             {
                 "PATH": path_without_go(),
