@@ -5,7 +5,6 @@ process group, before the run ends)."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import shutil
@@ -44,14 +43,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """What collection made (the modules, the items) lives until the run ends: frozen out of the
-    cyclic collector's passes, which run at 50,000 allocations instead of 700. The tests allocate a
-    great deal (clients, JSON, the Kueue model) and a collection of the youngest generation every 700
-    was a fifth of a worker's CPU: ``pytest tests/unit -p no:xdist``, 36-39 CPU-seconds -> 28-31.
-    Nothing here depends on when a cycle is freed; tests of the collector's use set what they need
-    (tests/unit/test_freeze_long_lived.py)."""
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
+    """What collection made (the modules, the items) lives until the run ends:
+    :func:`topogov_local.processes.collect_rarely` (a fifth of a worker's CPU was the collector's);
+    tests of the collector's use set what they need (tests/unit/test_freeze_long_lived.py)."""
+    from topogov_local.processes import collect_rarely
+
+    collect_rarely()
 
 
 WEIGHTS = Path(__file__).with_name("weights.json")  # python -m tests.timing DIR --weights

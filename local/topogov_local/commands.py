@@ -11,13 +11,10 @@ from topogov_cli.common import LOCAL_DIR
 
 
 def _local(args: argparse.Namespace) -> int:
-    import gc
-
-    # a stack's clients, the snapshot and the libraries live as long as the process: the cyclic
-    # collector's youngest generation at 50,000 allocations, not 700 (this process's CPU until the
-    # stack is ready: 2.7-2.9 s -> 2.1 s)
-    gc.set_threshold(50_000, 20, 20)
+    from topogov_local.processes import collect_rarely
     from topogov_local.walkthrough import run
+
+    collect_rarely()  # a stack's clients, the snapshot and the libraries live as long as the process
 
     code = run(args)
     _exit_now_if_the_command_is_the_process(code)

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import LAYER_CACHE_ENV
 from tests.e2e.test_readme import blocks, commands
 from tests.rehearse.conftest import ROOT
 from topogov_local.rehearse import ACCOUNT, REGION, Emulator
@@ -88,7 +89,7 @@ def deployment(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
         }
         # the one variable of the run kept: the layer's pip install made once per run (the same pins;
         # infra/layer.py), so the block's synths bundle it without a pip run of their own
-        env["TOPOGOV_LAYER_CACHE"] = os.environ["TOPOGOV_LAYER_CACHE"]
+        env[LAYER_CACHE_ENV] = os.environ[LAYER_CACHE_ENV]
         env.update(
             {
                 "PATH": path_without_go(),

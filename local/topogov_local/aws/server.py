@@ -48,6 +48,7 @@ from topogov_local.aws import eks as moto_eks
 from topogov_local.aws import iam as moto_iam
 from topogov_local.aws import lambdas as moto_lambda
 from topogov_local.aws import sagemaker as moto_sagemaker
+from topogov_local.processes import collect_rarely
 
 __all__ = ["ControlMiddleware", "RunningServer", "build_app", "main", "start_in_thread"]
 
@@ -339,14 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
-    # moto's import and botocore's service models are a large heap made once and kept: built with the
-    # collector off, then frozen out of its reach, and the youngest generation collected at 50,000
-    # allocations, not 700 (a server's CPU until a stack is ready: 4.0-4.6 s -> 2.9-3.5 s)
-    gc.disable()
+    gc.disable()  # moto's modules and botocore's models: built with the collector off, then kept
     server = _make_server(args.host, args.port)
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
-    gc.enable()
+    collect_rarely()
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: Any) -> None:
