@@ -34,7 +34,7 @@ from topogov.settings import ReconcileSettings
 from topogov_local import fleet as fleetmod
 from topogov_local.cluster.controlplane import ControlPlane
 from topogov_local.deployment import CLUSTER, Deployer, Deployment, local_environ
-from topogov_local.processes import ManagedProcess, environ, spent, stop_all
+from topogov_local.processes import ManagedProcess, environ, pause_all, resume_all, spent, stop_all
 from topogov_local.rehearse import Emulator
 
 REPO_POLICY = Path(__file__).resolve().parents[2] / "teams.yaml"  # local/topogov_local/ -> the repository
@@ -258,6 +258,16 @@ class LocalStack:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    def pause(self) -> None:
+        """The AWS emulator and the cluster's servers stopped where they stand (SIGSTOP), for a
+        stack kept for later (tests/stacks.py keeps one per kind between the modules that use it):
+        no processor used meanwhile, nothing of their state lost. The API (a thread of this process)
+        answers nothing useful until :meth:`resume`. :meth:`stop` ends a paused stack too."""
+        pause_all([*(self.cluster.procs if self.cluster else ()), *([self.aws] if self.aws else [])])
+
+    def resume(self) -> None:
+        resume_all([*([self.aws] if self.aws else []), *(self.cluster.procs if self.cluster else ())])
 
     def iam_record(self) -> IamRecord:
         """The functions' AWS calls so far, as IAM judged them against their deployed roles."""

@@ -13,6 +13,7 @@ import datetime as dt
 import gzip
 import http.client
 import json
+import os
 import re
 import threading
 import uuid
@@ -602,6 +603,23 @@ def test_callers_from_credentials_file_maps_profiles_to_user_arns(tmp_path, sess
     assert (
         echoed(resp)["requestContext"]["identity"]["userArn"] == f"arn:aws:iam::{ACCOUNT}:user/topogov-team-c"
     )
+
+
+def test_credentials_are_read_once_per_version_of_the_file(tmp_path):
+    # Given a credentials file read as a profile
+    path = tmp_path / "aws-credentials"
+    first = write_credentials(path)["topogov-team-a"]
+    keys = credentials_for_profile("topogov-team-a", path)
+    assert keys.access_key == first["aws_access_key_id"]
+    # Then reading it again, unchanged, gives the keys already resolved
+    assert credentials_for_profile("topogov-team-a", path) is keys
+    # and once the file is written again (new keys, another modification time), its new keys
+    stat = path.stat()
+    second = write_credentials(path)["topogov-team-a"]
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    again = credentials_for_profile("topogov-team-a", path)
+    assert again.access_key == second["aws_access_key_id"] != first["aws_access_key_id"]
+    assert again.secret_key == second["aws_secret_access_key"]
 
 
 def test_credentials_for_an_unknown_profile_raise(tmp_path):
