@@ -171,11 +171,35 @@ def credentials_for_profile(
     """The credentials of ``profile`` in a shared-credentials file (``~/.aws/credentials`` unless
     ``credentials_file`` is given, e.g. ``.topogov/local/aws-credentials``), resolved by botocore.
     An explicit profile makes botocore ignore ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``.
-    Raises ``botocore.exceptions.ProfileNotFound`` for an unknown profile."""
+    Raises ``botocore.exceptions.ProfileNotFound`` for an unknown profile.
+
+    Keys read from a given file are kept for the file as it is (its path, size and modification
+    time): a caller that signs many requests (the walkthrough polling a job, a test) paid a botocore
+    session, 12 ms of processor time, for each. Credentials from anywhere else (a process, SSO, a
+    role to assume) are resolved at every call."""
+    key = _file_key(profile, credentials_file)
+    if key is not None and key in _FROM_FILE:
+        return _FROM_FILE[key]
     session = botocore.session.Session(profile=profile)
     if credentials_file is not None:
         session.set_config_variable("credentials_file", os.fspath(credentials_file))
     credentials = session.get_credentials()
     if credentials is None:
         raise NoCredentialsError()
+    if key is not None and getattr(credentials, "method", None) == "shared-credentials-file":
+        _FROM_FILE[key] = credentials
     return credentials
+
+
+_FileKey = tuple[str, str, int, int]  # profile, the file's absolute path, its mtime (ns) and size
+_FROM_FILE: dict[_FileKey, Credentials] = {}
+
+
+def _file_key(profile: str, credentials_file: str | os.PathLike[str] | None) -> _FileKey | None:
+    if credentials_file is None:
+        return None
+    try:
+        st = os.stat(credentials_file)
+    except OSError:
+        return None
+    return (profile, os.path.abspath(credentials_file), st.st_mtime_ns, st.st_size)
