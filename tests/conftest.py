@@ -21,6 +21,12 @@ for folder in ("lambdas", "cli", "local"):
 
 PID_LOG_ENV = "TOPOGOV_CHILD_PIDS"  # topogov_local.processes appends each child it starts
 LAYER_CACHE_ENV = "TOPOGOV_LAYER_CACHE"
+# The CDK's own template validation (aws-cdk-lib's CloudFormationValidatePlugin, on by default: every
+# synth compiles its WebAssembly engine and checks the template against CloudFormation's schemas)
+# cost 7 of a CLI synth's 12 CPU-seconds, at each of the run's synths of the same three templates.
+# The run skips it (aws-cdk-lib reads CDK_VALIDATION=false), but for the one test that asserts its
+# verdict on each template (tests/infra/test_template_checks.py) and any run that sets it itself.
+CDK_VALIDATION_ENV = "CDK_VALIDATION"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -36,6 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(fd)
         os.environ[PID_LOG_ENV] = path  # xdist workers and every subprocess inherit it
         config._topogov_pid_log = path  # type: ignore[attr-defined]
+    if not hasattr(config, "workerinput"):
+        os.environ.setdefault(CDK_VALIDATION_ENV, "false")  # xdist workers and every subprocess inherit it
     if not hasattr(config, "workerinput") and LAYER_CACHE_ENV not in os.environ:
         # the layer's pip install, made once per run and copied by every later build (infra/layer.py)
         os.environ[LAYER_CACHE_ENV] = tempfile.mkdtemp(prefix="topogov-layer-")
