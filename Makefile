@@ -37,7 +37,9 @@ install: $(STAMP) kubectl node_modules/.installed dashboard controlplane checks-
 DEPLOY_STAMP := $(VENV)/.deploy-$(shell cat requirements/runtime.txt requirements/cli.txt requirements/infra.txt requirements/deploy.txt pyproject.toml cli/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 $(DEPLOY_STAMP): requirements/runtime.txt requirements/cli.txt requirements/infra.txt requirements/deploy.txt pyproject.toml cli/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -r requirements/deploy.txt
+	@# --no-compile: pip would compile every module of aws-cdk-lib's bindings (28 of the install's 41
+	@# CPU-seconds); the first synth compiles the few it imports (5 s), once
+	$(PIP) install --no-compile -r requirements/deploy.txt
 	$(PIP) install --no-deps --no-build-isolation -e . -e cli 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.deploy-*; touch $@
 

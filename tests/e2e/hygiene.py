@@ -24,6 +24,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_LINE = "Reconciling every"  # printed once the stack is up and its first pass ran
+# Three instances, not the default 70: the subject is the process tree, which the fleet's size does
+# not change (every server, the CDK CLI's tree), and a start to the ready line cost about 3 CPU-s
+# more with the default (its instances launched, nodes registered and labelled by the first pass).
+FLEET = "p5.48xlarge=2,c5.2xlarge=1"
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,8 @@ PHASES: dict[str, Callable[[tuple[str, ...]], bool] | None] = {
 
 @dataclass
 class Local:
-    """One ``topogov local`` (no walkthrough, one pass, then reconcile every hour) and its tree."""
+    """One ``topogov local`` (no walkthrough, one pass, then reconcile every hour; :data:`FLEET`)
+    and its tree."""
 
     proc: subprocess.Popen[str]
     tree: Tree
@@ -238,7 +243,7 @@ def local(directory: Path, env: dict[str, str] | None = None) -> Iterator[Local]
     directory.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "topogov_cli.main", "local", "--api-port", "0", "--no-walkthrough",
-         "--dir", str(directory / "state"), "--interval", "3600"],
+         "--dir", str(directory / "state"), "--interval", "3600", "--fleet", FLEET],
         cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True,
     )  # fmt: skip

@@ -82,10 +82,12 @@ def deployment(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
         emulator.client("apigateway").update_account(
             patchOperations=[{"op": "replace", "path": "/cloudwatchRoleArn", "value": role}]
         )
+        # a platform engineer's shell: none of the run's AWS, CDK or Topogov settings, and Python
+        # writes its bytecode (the venv `make deploy-tools` makes is installed without it)
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("AWS_", "CDK_", "TOPOGOV_", "KUBECONFIG"))
+            if not k.startswith(("AWS_", "CDK_", "TOPOGOV_", "KUBECONFIG", "PYTHONDONTWRITEBYTECODE"))
         }
         # the one variable of the run kept: the layer's pip install made once per run (the same pins;
         # infra/layer.py), so the block's synths bundle it without a pip run of their own
@@ -100,6 +102,9 @@ def deployment(tmp_path_factory: Any) -> Iterator[dict[str, Any]]:
                 "AWS_EC2_METADATA_DISABLED": "true",
                 "CDK_DISABLE_VERSION_CHECK": "1",
                 "CDK_DISABLE_CLI_TELEMETRY": "true",  # as every CDK run of the tests (rehearse/cdk.py)
+                # the CDK's own template validation, which only warns, is run and asserted once per
+                # template shape (tests/infra/test_template_checks.py), not at this block's synths
+                "CDK_VALIDATION": os.environ.get("CDK_VALIDATION", "false"),
             }
         )
         kubeconfig = cluster.direct_kubeconfig
