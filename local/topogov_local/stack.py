@@ -243,6 +243,7 @@ class LocalStack:
     def stop(self) -> None:
         if self._lock is None:
             return  # never started (or refused to: another stack's files are not ours to remove)
+        self.resume()  # a paused emulator would not answer the IAM record's request below
         self.endpoints_file.unlink(missing_ok=True)
         if self.api is not None:
             self.api.stop()

@@ -144,6 +144,10 @@ def test_a_failing_or_timed_out_test_stops_the_stack_it_started(tmp_path):
     assert json.loads(end_file.read_text()) == {"stacks": [], "descendants": []}
     assert "processes the tests started and left running" not in run.stdout
     assert run.left == []
+    # and the shared stack, paused since its module ended, was stopped as a running one is: its
+    # functions' IAM record kept (read from its emulator, which a paused one would not answer)
+    (kept,) = (tmp_path / "basetemp").glob("shared[0-9]*/labeler/.topogov/local/iam.json")
+    assert json.loads(kept.read_text())["denied"] == []
 
 
 LEAKING = """
