@@ -60,3 +60,20 @@ def test_a_local_function_keeps_its_deployed_environment_but_for_the_cluster_and
     assert env["AWS_LAMBDA_FUNCTION_NAME"] == fn.name and env["LAMBDA_TASK_ROOT"] == str(fn.task_root)
     assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:5000"
     assert env["POWERTOOLS_TRACE_DISABLED"] == env["POWERTOOLS_METRICS_DISABLED"] == "true"
+
+
+def test_a_cdk_run_keeps_the_callers_choice_of_the_cdks_validation_and_no_other_cdk_or_aws_setting(
+    tmp_path, monkeypatch
+):
+    from topogov_local.rehearse import Cdk
+
+    monkeypatch.setenv("CDK_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_PROFILE", "someone")
+    for choice in ("false", "true"):
+        monkeypatch.setenv("CDK_VALIDATION", choice)
+        env = Cdk("http://127.0.0.1:9", tmp_path / "out", tmp_path / "cdk.log").env()
+        assert env["CDK_VALIDATION"] == choice
+        assert "CDK_DEFAULT_REGION" not in env and "AWS_PROFILE" not in env
+        assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9"
+    monkeypatch.delenv("CDK_VALIDATION")
+    assert "CDK_VALIDATION" not in Cdk("http://127.0.0.1:9", tmp_path / "out", tmp_path / "cdk.log").env()

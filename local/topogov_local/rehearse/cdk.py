@@ -68,6 +68,8 @@ class Cdk:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+        if "CDK_VALIDATION" in os.environ:  # whether the CDK validates its templates at synth: the
+            env["CDK_VALIDATION"] = os.environ["CDK_VALIDATION"]  # caller's (the tests' run: off)
         env.update(
             {
                 "AWS_ENDPOINT_URL": self.aws_url,
