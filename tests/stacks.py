@@ -174,6 +174,12 @@ def shared_stack(stacks: SharedStacks, kind: str) -> Iterator[Any]:
         stacks.release(kind)
 
 
+def process_state(pid: int) -> str:
+    """The state letter of ``pid`` in ``/proc/<pid>/stat`` (``T``: stopped, as a paused server is)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
 def wait_until(predicate: Any, what: str, timeout_s: float = 60, every_s: float = 0.2) -> Any:
     """``predicate()`` once it is truthy, else an AssertionError naming ``what``."""
     from topogov_local.processes import wait_until as until

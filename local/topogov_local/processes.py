@@ -361,7 +361,9 @@ class ManagedProcess:
     def pause(self) -> None:
         """Stop the process group where it stands (SIGSTOP): it uses no processor until
         :meth:`resume`, and keeps its state, its sockets and its children. A stop or a SIGKILL still
-        ends it (:meth:`_signal` continues a paused group after a SIGTERM)."""
+        ends it (:meth:`_signal` continues a paused group after a SIGTERM). For servers kept for
+        later: an idle local stack still uses about 5 % of a core (the API server's and the
+        controllers' periodic work)."""
         self._signal(signal.SIGSTOP)
 
     def resume(self) -> None:
@@ -378,19 +380,6 @@ class ManagedProcess:
             if sig == signal.SIGTERM:
                 os.killpg(self.proc.pid, signal.SIGCONT)
         return True
-
-
-def pause_all(procs: Iterable[ManagedProcess]) -> None:
-    """Pause servers that wait for nothing but requests (:meth:`ManagedProcess.pause`): an idle
-    local stack still uses about 5 % of a core (the API server's and the controllers' periodic
-    work), which a test run's stacks kept paying between the modules that use them."""
-    for proc in procs:
-        proc.pause()
-
-
-def resume_all(procs: Iterable[ManagedProcess]) -> None:
-    for proc in procs:
-        proc.resume()
 
 
 def stop_all(procs: Iterable[ManagedProcess], timeout_s: float = STOP_GRACE_S) -> None:

@@ -34,7 +34,7 @@ from topogov.settings import ReconcileSettings
 from topogov_local import fleet as fleetmod
 from topogov_local.cluster.controlplane import ControlPlane
 from topogov_local.deployment import CLUSTER, Deployer, Deployment, local_environ
-from topogov_local.processes import ManagedProcess, environ, pause_all, resume_all, spent, stop_all
+from topogov_local.processes import ManagedProcess, environ, spent, stop_all
 from topogov_local.rehearse import Emulator
 
 REPO_POLICY = Path(__file__).resolve().parents[2] / "teams.yaml"  # local/topogov_local/ -> the repository
@@ -252,8 +252,7 @@ class LocalStack:
             self.addon.stop()
             self.addon = None
         self._keep_iam_record()
-        # the cluster's servers and the AWS emulator together, in one grace period
-        stop_all([*(reversed(self.cluster.procs) if self.cluster else ()), *([self.aws] if self.aws else [])])
+        stop_all(self._servers())  # together, in one grace period
         if self.cluster is not None:
             self.cluster.procs.clear()
         if self._lock is not None:
@@ -265,10 +264,16 @@ class LocalStack:
         stack kept for later (tests/stacks.py keeps one per kind between the modules that use it):
         no processor used meanwhile, nothing of their state lost. The API (a thread of this process)
         answers nothing useful until :meth:`resume`. :meth:`stop` ends a paused stack too."""
-        pause_all([*(self.cluster.procs if self.cluster else ()), *([self.aws] if self.aws else [])])
+        for server in self._servers():
+            server.pause()
 
     def resume(self) -> None:
-        resume_all([*([self.aws] if self.aws else []), *(self.cluster.procs if self.cluster else ())])
+        for server in self._servers():
+            server.resume()
+
+    def _servers(self) -> list[ManagedProcess]:
+        """The cluster's servers, the last started first, then the AWS emulator."""
+        return [*(reversed(self.cluster.procs) if self.cluster else ()), *([self.aws] if self.aws else [])]
 
     def iam_record(self) -> IamRecord:
         """The functions' AWS calls so far, as IAM judged them against their deployed roles."""

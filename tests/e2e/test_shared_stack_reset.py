@@ -24,7 +24,7 @@ import boto3
 import pytest
 
 from tests.hardening.conftest import call
-from tests.stacks import hold_queue, shared_stack, wait_until
+from tests.stacks import hold_queue, process_state, shared_stack, wait_until
 from topogov_local import fleet
 from topogov_local.stack_reset import running_instances
 
@@ -228,11 +228,6 @@ def test_a_module_that_leaves_every_kind_of_state_leaves_none_after_the_reset(sh
     assert not left, "left after the reset (where: before -> after):\n" + "\n".join(left[:40])
 
 
-def _proc_state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[0]
-
-
 def test_a_released_stack_waits_paused_and_the_next_module_gets_it_running_and_reset(shared):
     stacks, stack = shared
     kube = stack.kube()
@@ -243,11 +238,11 @@ def test_a_released_stack_waits_paused_and_the_next_module_gets_it_running_and_r
     # Then every server of the stack (AWS's emulator, the cluster's) is stopped where it stands
     servers = [stack.aws, *stack.cluster.procs]
     for server in servers:
-        wait_until(lambda s=server: _proc_state(s.proc.pid) == "T", f"{server.name} paused", timeout_s=10)
+        wait_until(lambda s=server: process_state(s.proc.pid) == "T", f"{server.name} paused", timeout_s=10)
     # When the next module acquires it
     again = stacks.acquire("api")
     # Then it is the same stack, running, answering, and holding nothing of the module before
     assert again is stack
-    assert all(_proc_state(s.proc.pid) != "T" for s in servers)
+    assert all(process_state(s.proc.pid) != "T" for s in servers)
     assert "left-by-a-module" not in _names(stack, f"/api/v1/namespaces/{TEAM_NS}/configmaps")
     assert stack.client("dynamodb").list_tables()["TableNames"]

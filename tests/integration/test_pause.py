@@ -15,17 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stacks import wait_until
+from tests.stacks import process_state, wait_until
 from topogov_local.processes import ManagedProcess
 
 # a server that is ready once it prints its URL, then spins (a processor's worth of work to stop)
 SPINNER = "print('listening on http://127.0.0.1:9', flush=True)\nwhile True:\n    pass\n"
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[0]
 
 
 def cpu_s(pid: int) -> float:
@@ -50,11 +45,11 @@ def test_a_paused_process_uses_no_processor_and_goes_on_when_resumed(spinner):
     wait_until(lambda: cpu_s(pid) > 0.05, "the spinner spins", timeout_s=30)
     # When it is paused
     spinner.pause()
-    wait_until(lambda: state(pid) == "T", "the spinner is stopped", timeout_s=10)
+    wait_until(lambda: process_state(pid) == "T", "the spinner is stopped", timeout_s=10)
     # Then its processor time stands still
     held = cpu_s(pid)
     time.sleep(0.5)
-    assert state(pid) == "T" and cpu_s(pid) == held
+    assert process_state(pid) == "T" and cpu_s(pid) == held
     # When it is resumed, it runs on: the same process, its processor time growing again
     spinner.resume()
     wait_until(lambda: cpu_s(pid) > held + 0.05, "the spinner spins again", timeout_s=30)
@@ -64,7 +59,7 @@ def test_a_paused_process_uses_no_processor_and_goes_on_when_resumed(spinner):
 def test_a_stop_ends_a_paused_process_with_its_sigterm(spinner):
     assert spinner.proc is not None
     spinner.pause()
-    wait_until(lambda: state(spinner.proc.pid) == "T", "the spinner is stopped", timeout_s=10)
+    wait_until(lambda: process_state(spinner.proc.pid) == "T", "the spinner is stopped", timeout_s=10)
     spinner.stop(timeout_s=10)
     # ended by the SIGTERM itself (a SIGTERM left pending would have waited for the SIGKILL)
     assert spinner.proc.returncode == -15
@@ -88,7 +83,8 @@ def test_a_paused_cluster_answers_nothing_and_keeps_its_objects_for_its_resume(s
     try:
         for proc in cluster.procs:
             assert proc.proc is not None
-            wait_until(lambda p=proc.proc.pid: state(p) == "T", f"{proc.name} is stopped", timeout_s=10)
+            pid = proc.proc.pid
+            wait_until(lambda p=pid: process_state(p) == "T", f"{proc.name} is stopped", timeout_s=10)
         with pytest.raises((TimeoutError, urllib.error.URLError)):
             _readyz(cluster, timeout_s=1)
     finally:

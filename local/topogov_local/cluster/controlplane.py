@@ -45,15 +45,7 @@ import yaml
 
 from topogov_local.cluster import build, manifests
 from topogov_local.cluster.pki import IDENTITIES, Pki, make_pki
-from topogov_local.processes import (
-    ManagedProcess,
-    free_port,
-    pause_all,
-    python_module,
-    resume_all,
-    spent,
-    stop_all,
-)
+from topogov_local.processes import ManagedProcess, free_port, python_module, spent, stop_all
 
 REPO = Path(__file__).resolve().parents[3]
 RBAC_MANIFEST = REPO / "deploy" / "rbac.yaml"
@@ -390,11 +382,13 @@ class ControlPlane:
 
     def pause(self) -> None:
         """Every server stopped where it stands until :meth:`resume` (a cluster kept for later
-        uses no processor meanwhile; ``processes.pause_all``)."""
-        pause_all(self.procs)
+        uses no processor meanwhile; ``ManagedProcess.pause``)."""
+        for proc in self.procs:
+            proc.pause()
 
     def resume(self) -> None:
-        resume_all(self.procs)
+        for proc in self.procs:
+            proc.resume()
 
     def __enter__(self) -> ControlPlane:
         return self.start()

@@ -67,9 +67,11 @@ class Cdk:
             _stop_tree(proc)
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-        if "CDK_VALIDATION" in os.environ:  # whether the CDK validates its templates at synth: the
-            env["CDK_VALIDATION"] = os.environ["CDK_VALIDATION"]  # caller's (the tests' run: off)
+        # no AWS or CDK setting of the caller's, but whether the CDK validates its templates at synth
+        # (CDK_VALIDATION: the test run's is off, tests/conftest.py)
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_")) or k == "CDK_VALIDATION"
+        }
         env.update(
             {
                 "AWS_ENDPOINT_URL": self.aws_url,
