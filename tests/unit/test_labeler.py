@@ -58,6 +58,9 @@ class FakeNodes:
         self.counters.reads += 1
         return {}, []
 
+    def pod_defaults(self):
+        return {"namespaces": {}, "runtime_classes": {}}
+
 
 @dataclass
 class Outcome:

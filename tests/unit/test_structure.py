@@ -265,18 +265,24 @@ VIEWS = ROOT / "lambdas/topogov/domain/views"
 RENDERERS: dict[str, frozenset[str] | None] = {
     "lambdas/topogov/domain/kueue.py": None,  # the whole module renders Kueue's objects
     "lambdas/topogov/domain/hyperpod/addon.py": None,  # renders the objects the HyperPod add-on writes
-    "lambdas/topogov/domain/jobs.py": frozenset(  # renders the Job; checks and completes a submitted one
-        {
-            "inspect_manifest", "manifest_namespace", "_checked_metadata", "_checked_counts",
-            "_checked_template_metadata", "_checked_pod_spec", "_check_container", "_effective_requests",
-            "complete_manifest",
-        }
-    ),
+    "lambdas/topogov/domain/jobs.py": frozenset({"complete_manifest"}),  # completes a checked Job
+    # check a submitted manifest field by field (the JSON is the input being checked)
+    "lambdas/topogov/domain/manifests/__init__.py": None,
+    "lambdas/topogov/domain/manifests/kinds.py": None,
+    "lambdas/topogov/domain/manifests/metadata.py": None,
+    "lambdas/topogov/domain/manifests/pods.py": None,
+    # Kubernetes' own rules over a pod spec: Pod Security's checks, the requests a pod counts
+    "lambdas/topogov/domain/podrequests.py": None,
+    **{
+        str(p.relative_to(ROOT)): None
+        for p in sorted((ROOT / "lambdas/topogov/domain/podsecurity").glob("*.py"))
+    },
 }  # fmt: skip
 # Where a view's whole body (``raw``) is read, and why; nowhere else.
 RAW_READERS = {
     "lambdas/topogov/logic/governor/drift.py": "compares rendered and live objects, writes them whole",
     "lambdas/topogov/logic/api_service.py": "answers a submission with the Job as it was created",
+    "lambdas/topogov/logic/governor/team_pods.py": "applies the rendered team pod objects whole",
 }
 
 

@@ -28,6 +28,7 @@ from topogov.domain.views.nodes import NodeView
 
 RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply (a JSON body is YAML)
 
 
 @dataclass(slots=True)
@@ -300,6 +301,19 @@ class KubeNodes:
                     if found is not None:
                         placed.append(found)
         return result, placed
+
+    def pod_defaults(self) -> dict[str, Any]:
+        """The cluster's LimitRanges and RuntimeClasses as the API charges jobs with them
+        (``domain/podrequests.defaults_record``): one list of each."""
+        from topogov.domain.podrequests import defaults_record
+
+        ranges, resp = self.http.list_all("/api/v1/limitranges")
+        if resp.status != 200:
+            raise KubernetesError(resp.status, "list /api/v1/limitranges", _message(resp.body))
+        classes, resp = self.http.list_all("/apis/node.k8s.io/v1/runtimeclasses")
+        if resp.status not in (200, 404):
+            raise KubernetesError(resp.status, "list runtimeclasses", _message(resp.body))
+        return defaults_record(ranges, classes if resp.status == 200 else [])
 
 
 def _message(body: Any) -> str:

@@ -50,6 +50,7 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pods
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "topogov"  # MANAGED_BY_LABEL's value on everything Topogov creates
 JOB_CONTROLLER = "kubernetes.io/job-controller"
 # Topogov's (topogov.io): who submitted a Job, what topology and priority its pods asked for (on the
 # pod template, so the reconcile pass reads them from the one list of pods it makes), the team of a
@@ -62,6 +63,24 @@ RENDERED_ANNOTATION = "topogov.io/rendered"
 # SageMaker HyperPod task governance's (sagemaker.amazonaws.com): what its add-on puts on the team
 # namespaces it makes (the two documented: SageMaker Developer Guide and aws/sagemaker-hyperpod-cli's
 # constants; ``activate-quota`` as its admission policy binding selects them) and on its queues.
+# Kueue's label and annotation keys all share this prefix (kueue ``pkg/constants``, the
+# ``podset-*`` annotations of ``pkg/controller/tas``); a submitted object may carry only those of
+# them Topogov decides itself (the queue, the priority class, the topology request).
+KUEUE_KEY_PREFIX = "kueue.x-k8s.io/"
+TOPOGOV_KEY_PREFIX = "topogov.io/"
+# Pod Security admission's namespace labels (k8s.io/pod-security-admission ``api/constants.go``):
+# the level per mode and the policy version each mode evaluates.
+POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
+POD_SECURITY_MODES = ("enforce", "audit", "warn")
+# The per-container AppArmor annotation Pod Security still reads (``policy/check_appArmorProfile.go``).
+APPARMOR_ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
+# The taints that mark a node as not (or no longer) fit to run team work: the node lifecycle's
+# (not-ready, unreachable, unschedulable, memory/disk/pid pressure, out-of-service), a control
+# plane node's, a cloud provider's node not yet initialised, Karpenter's node being disrupted, and
+# HyperPod's health taints (LIFECYCLE_TAINT_PREFIX and HYPERPOD_TAINT_PREFIX above).
+NODE_ROLE_TAINT_PREFIX = "node-role.kubernetes.io/"
+CLOUD_PROVIDER_TAINT_PREFIX = "node.cloudprovider.kubernetes.io/"
+KARPENTER_TAINT_PREFIX = "karpenter.sh/"
 SAGEMAKER_MANAGED_QUEUE_LABEL = "sagemaker.amazonaws.com/sagemaker-managed-queue"
 QUOTA_ALLOCATION_LABEL = "sagemaker.amazonaws.com/quota-allocation-id"
 ACTIVATE_QUOTA_LABEL = "sagemaker.amazonaws.com/activate-quota"

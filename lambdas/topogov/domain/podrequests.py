@@ -297,3 +297,41 @@ def governed(requests: Mapping[str, Decimal]) -> Resources:
         cpu_m=_integer(requests.get(CPU), 1000),
         memory=_integer(requests.get(MEMORY)),
     )
+
+
+def defaults_record(
+    limit_ranges: Iterable[Mapping[str, Any]], runtime_classes: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """What the reconcile pass keeps in the snapshot of the cluster's LimitRanges (every namespace's,
+    summarized as Kueue does) and RuntimeClasses (their ``overhead.podFixed``), for the API's charges
+    (:func:`namespace_defaults`)."""
+    by_namespace: dict[str, list[Mapping[str, Any]]] = {}
+    for lr in limit_ranges:
+        if isinstance(lr, Mapping):
+            ns = str(_mapping(lr.get("metadata")).get("namespace", ""))
+            by_namespace.setdefault(ns, []).append(lr)
+    namespaces = {}
+    for ns, ranges in sorted(by_namespace.items()):
+        summary = summarize_limit_ranges(ranges)
+        namespaces[ns] = {
+            "default": dict(summary.container_default),
+            "defaultRequest": dict(summary.container_default_request),
+        }
+    overhead = {}
+    for rc in runtime_classes:
+        if isinstance(rc, Mapping):
+            name = str(_mapping(rc.get("metadata")).get("name", ""))
+            fixed = _mapping(_mapping(rc.get("overhead")).get("podFixed"))
+            if name and fixed:
+                overhead[name] = dict(fixed)
+    return {"namespaces": namespaces, "runtime_classes": overhead}
+
+
+def namespace_defaults(record: Mapping[str, Any], namespace: str) -> NamespaceDefaults:
+    """The :class:`NamespaceDefaults` of ``namespace`` from a :func:`defaults_record`."""
+    mine = _mapping(_mapping(record.get("namespaces")).get(namespace))
+    return NamespaceDefaults(
+        container_default=_mapping(mine.get("default")),
+        container_default_request=_mapping(mine.get("defaultRequest")),
+        runtime_overhead={k: _mapping(v) for k, v in _mapping(record.get("runtime_classes")).items()},
+    )

@@ -37,6 +37,9 @@ class Snapshot:
     capacity: dict[str, Any] = field(default_factory=dict)
     # the cluster's mode at the last full pass (domain/hyperpod/mode.Mode.to_json): the API follows it
     mode: dict[str, Any] = field(default_factory=dict)
+    # what Kueue adds to a namespace's pods' requests, as the last full pass read it
+    # (domain/podrequests.defaults_record): the API charges jobs with it
+    pod_defaults: dict[str, Any] = field(default_factory=dict)
 
     def node_for_instance(self, instance_id: str) -> str | None:
         for node in self.nodes.values():
@@ -68,6 +71,7 @@ class Snapshot:
             "running": self.running,
             "capacity": self.capacity,
             **({"mode": self.mode} if self.mode else {}),
+            **({"pod_defaults": self.pod_defaults} if self.pod_defaults else {}),
         }
 
     @classmethod
@@ -94,4 +98,5 @@ class Snapshot:
         capacity = dict(data.get("capacity") or {})
         mode = dict(data.get("mode") or {})
         generated_at = float(data.get("generated_at", 0.0))
-        return cls(instances, absent, nodes, generated_at, placement, running, capacity, mode)
+        defaults = dict(data.get("pod_defaults") or {})
+        return cls(instances, absent, nodes, generated_at, placement, running, capacity, mode, defaults)

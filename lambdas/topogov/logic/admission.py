@@ -18,17 +18,16 @@ from topogov.domain.errors import (
     ValidationFailed,
 )
 from topogov.domain.hyperpod.mapping import workload_priority_class
-from topogov.domain.jobs import (
+from topogov.domain.jobs import complete_manifest, render_job, requests_from
+from topogov.domain.labels import INSTANCE_TYPE_LABEL
+from topogov.domain.manifests import (
     JobShape,
     ManifestProblem,
     Placement,
-    complete_manifest,
     inspect_manifest,
     manifest_namespace,
-    render_job,
-    requests_from,
 )
-from topogov.domain.labels import INSTANCE_TYPE_LABEL
+from topogov.domain.manifests.pods import DEVICE_VARIABLES, device_variable
 from topogov.domain.nodes import hyperpod_instance_type, normalized_instance_type
 from topogov.domain.placement import (
     CapacityIndex,
@@ -38,8 +37,9 @@ from topogov.domain.placement import (
     required_feasibility,
     resolve_level,
 )
-from topogov.domain.policy import Policy, Team
-from topogov.domain.quantity import RESOURCE_ATTRS, Resources, resources_from
+from topogov.domain.podrequests import NamespaceDefaults
+from topogov.domain.policy import Caller, Policy, Team
+from topogov.domain.quantity import RESOURCE_ATTRS, Resources
 from topogov.domain.submission import (
     Decision,
     JobRequest,
@@ -60,21 +60,21 @@ class Admission:
     cap: Resources
 
 
-def caller_teams(policy: Policy, caller_arn: str) -> list[str]:
-    return list(policy.teams_for_principal(caller_arn))
+def caller_teams(policy: Policy, caller: Caller) -> list[str]:
+    return list(policy.teams_for_principal(caller.principal))
 
 
-def teams_hint(policy: Policy, caller_arn: str) -> str:
+def teams_hint(policy: Policy, caller: Caller) -> str:
     """``your teams: team-a`` (or every team, for an admin), to end a message about a wrong team."""
-    if policy.is_admin(caller_arn):
+    if policy.is_admin(caller.principal):
         return f"the teams are: {', '.join(sorted(policy.teams))}"
-    mine = caller_teams(policy, caller_arn)
+    mine = caller_teams(policy, caller)
     return f"your teams: {', '.join(mine)}" if mine else "you are not a principal of any team"
 
 
 def resolve_team(
     policy: Policy,
-    caller_arn: str,
+    caller: Caller,
     team: str | None,
     namespace: str | None,
     namespace_field: str = "namespace",
@@ -82,7 +82,7 @@ def resolve_team(
     """The body's team, else the team owning the named namespace, else the caller's only team."""
     from_namespace = False
     if team is not None and team not in policy.teams:
-        raise ValidationFailed("team", f"no team {team!r}; {teams_hint(policy, caller_arn)}")
+        raise ValidationFailed("team", f"no team {team!r}; {teams_hint(policy, caller)}")
     if namespace is not None:
         owner = policy.team_for_namespace(namespace)
         if owner is None:
@@ -91,8 +91,8 @@ def resolve_team(
             raise ValidationFailed(namespace_field, f"{namespace!r} belongs to team {owner!r}, not {team!r}")
         from_namespace = team is None
         team = owner
-    admin = policy.is_admin(caller_arn)
-    mine = caller_teams(policy, caller_arn)
+    admin = policy.is_admin(caller.principal)
+    mine = caller_teams(policy, caller)
     if team is None:
         if len(mine) == 1:
             team = mine[0]
@@ -101,9 +101,9 @@ def resolve_team(
         elif admin:
             raise ValidationFailed("team", "admins must name the team")
         else:
-            raise Forbidden("you are not a principal of any team", {"caller": caller_arn})
+            raise Forbidden("you are not a principal of any team", {"caller": caller.arn})
     if team not in mine and not admin:
-        details = {"caller": caller_arn, "team": team}
+        details = {"caller": caller.arn, "team": team}
         if from_namespace:
             details["field"] = namespace_field
         raise Forbidden(f"you are not a principal of team {team!r}", details)
@@ -132,11 +132,12 @@ def _quota_lines(
 def decide(
     request: JobRequest | ManifestRequest,
     *,
-    caller_arn: str,
+    caller: Caller,
     policy: Policy,
     index: CapacityIndex | Callable[[], CapacityIndex],
     where_now: bool = True,
     hyperpod: bool = False,
+    defaults: Callable[[Team], NamespaceDefaults] | None = None,
 ) -> Admission:
     """The API's decision on a submission, in the order its refusals are checked: the team, the
     job's shape, the priority, never admissible, the topology; then the manifest to create.
@@ -149,10 +150,15 @@ def decide(
     ``hyperpod``: the cluster's queues are SageMaker HyperPod task governance's (``policy`` has the
     quotas in force and the add-on's namespaces and LocalQueues): the Job carries the queue and the
     add-on's WorkloadPriorityClass (``<name>-priority``) on its pod template too, and a topology
-    annotation never beside an instance-type nodeSelector (:func:`_hyperpod_spec`)."""
-    team_name = _team_of(request, policy, caller_arn)
+    annotation never beside an instance-type nodeSelector (:func:`_hyperpod_spec`).
+
+    ``defaults``: what Kueue adds to the requests of a team namespace's pods (its LimitRanges'
+    defaults, the RuntimeClasses' overhead), read from the cluster by the caller; none when not given."""
+    team_name = _team_of(request, policy, caller)
     team = policy.teams[team_name]
-    shape, asked_priority, spec = _shape_of(request, team)
+    base, shape, asked_priority, spec = _shape_of(
+        request, team, hyperpod, defaults(team) if defaults else None
+    )
     asked_mode, note = spec.mode, None
     if hyperpod:
         shape, spec, note = _hyperpod_spec(request, shape, spec)
@@ -163,17 +169,25 @@ def decide(
     if note is not None:
         topo = TopologyDecision(mode="none", level=None, reason=note)
     manifest = complete_manifest(
-        _base_manifest(request, team, shape, hyperpod),
+        base,
         namespace=team.namespace,
         queue=team.local_queue,
         priority_class=workload_priority_class(priority) if hyperpod else priority,
         placement=Placement(topo.mode, topo.level) if topo.level else None,
-        submitted_by=caller_arn,
+        submitted_by=caller.arn,
         asked_mode=asked_mode,
         hyperpod=hyperpod,
     )
-    quota, borrow, cap = team.quota_resources, team.borrow_resources, team.max_in_flight_resources
-    decision = Decision(
+    cap = team.max_in_flight_resources
+    decision = _decision(policy, team_name, team, priority, shape, topo)
+    return Admission(decision, manifest, shape, total, cap)
+
+
+def _decision(
+    policy: Policy, team_name: str, team: Team, priority: str, shape: JobShape, topo: TopologyDecision
+) -> Decision:
+    cap = team.max_in_flight_resources
+    return Decision(
         team=team_name,
         namespace=team.namespace,
         local_queue=team.local_queue,
@@ -181,50 +195,61 @@ def decide(
         priority_value=policy.priority_value(priority),
         pods=shape.pods,
         topology=topo,
-        quota=_quota_lines(total, quota, borrow, cap),
+        quota=_quota_lines(shape.total, team.quota_resources, team.borrow_resources, cap),
     )
-    return Admission(decision, manifest, shape, total, cap)
 
 
-def _team_of(request: JobRequest | ManifestRequest, policy: Policy, caller_arn: str) -> str:
+def _team_of(request: JobRequest | ManifestRequest, policy: Policy, caller: Caller) -> str:
     """The team the job is for: asked, or the manifest's namespace's, or the caller's only one."""
     if isinstance(request, ManifestRequest):
         ns = manifest_namespace(request.manifest)
-        return resolve_team(policy, caller_arn, request.team, ns, "manifest.metadata.namespace")
-    return resolve_team(policy, caller_arn, request.team, request.namespace)
+        return resolve_team(policy, caller, request.team, ns, "manifest.metadata.namespace")
+    return resolve_team(policy, caller, request.team, request.namespace)
 
 
-def _shape_of(request: JobRequest | ManifestRequest, team: Team) -> tuple[JobShape, str | None, TopologySpec]:
-    """The job's pods and requests, the priority it asks for and its topology request."""
-    if isinstance(request, ManifestRequest):
-        try:
-            shape = inspect_manifest(
-                request.manifest, team_namespace=team.namespace, team_queue=team.local_queue
-            )
-        except ManifestProblem as exc:
-            raise ValidationFailed(exc.field, exc.message) from None
-        asked_priority = shape.priority_class
-        spec = request.topology
-        if spec is not None and shape.placement is not None:
-            raise ValidationFailed("topology", "the manifest already carries a topology annotation")
-        if spec is None:
-            spec = (
-                TopologySpec(mode=shape.placement.mode, level=shape.placement.level)  # type: ignore[arg-type]
-                if shape.placement
-                else TopologySpec(mode="none")
-            )
-        return shape, asked_priority, spec
+def _shape_of(
+    request: JobRequest | ManifestRequest, team: Team, hyperpod: bool, defaults: NamespaceDefaults | None
+) -> tuple[dict[str, Any], JobShape, str | None, TopologySpec]:
+    """The job's manifest before governance completes it (the caller's, or the high-level request
+    rendered), its shape as :func:`topogov.domain.manifests.inspect_manifest` measures every job, the
+    priority it asks for and its topology request."""
+    if isinstance(request, JobRequest):
+        _check_request(request, team)
+    manifest = (
+        request.manifest if isinstance(request, ManifestRequest) else _rendered(request, team, hyperpod)
+    )
+    try:
+        shape = inspect_manifest(
+            manifest,
+            team_namespace=team.namespace,
+            team_queue=team.local_queue,
+            rules=team.pods,
+            defaults=defaults,
+        )
+    except ManifestProblem as exc:
+        details = {"problems": [{"field": f, "message": m} for f, m in exc.problems]}
+        raise ValidationFailed(exc.field, exc.message, details if len(exc.problems) > 1 else None) from None
+    if isinstance(request, JobRequest):
+        return manifest, shape, request.priority, request.topology_spec()
+    spec = request.topology
+    if spec is not None and shape.placement is not None:
+        raise ValidationFailed("topology", "the manifest already carries a topology annotation")
+    if spec is None:
+        spec = (
+            TopologySpec(mode=shape.placement.mode, level=shape.placement.level)  # type: ignore[arg-type]
+            if shape.placement
+            else TopologySpec(mode="none")
+        )
+    return dict(manifest), shape, shape.priority_class, spec
+
+
+def _check_request(request: JobRequest, team: Team) -> None:
+    """What a high-level request names that its rendered pods would not show under the same name."""
     if request.queue_name is not None and request.queue_name != team.local_queue:
         raise ValidationFailed("queue_name", f"must be the team's LocalQueue {team.local_queue!r}")
-    per_pod = requests_from(request.accelerators, request.vcpu, request.memory, request.efa)
-    shape = JobShape(
-        name=request.job_name,
-        pods=request.pods,
-        per_pod=resources_from(per_pod),
-        instance_type=request.instance_type,
-        placement=None,
-    )
-    return shape, request.priority, request.topology_spec()
+    for name in request.environment or {}:
+        if name in DEVICE_VARIABLES:
+            raise ValidationFailed(f"environment.{name}", device_variable(name))
 
 
 NOT_BOTH = (
@@ -299,13 +324,9 @@ def _refuse_never_admissible(team_name: str, team: Team, total: Resources) -> No
         )
 
 
-def _base_manifest(
-    request: JobRequest | ManifestRequest, team: Team, shape: JobShape, hyperpod: bool = False
-) -> dict[str, Any]:
-    """The Job before Topogov's labels and annotations: the caller's manifest, or one rendered (on
-    HyperPod its nodeSelector names the instance type as HyperPod's nodes are labelled: ``ml.``)."""
-    if isinstance(request, ManifestRequest):
-        return request.manifest
+def _rendered(request: JobRequest, team: Team, hyperpod: bool) -> dict[str, Any]:
+    """The high-level request as a Job (on HyperPod its nodeSelector names the instance type as
+    HyperPod's nodes are labelled: ``ml.``), its pods held to the team's Pod Security level."""
     instance_type = request.instance_type
     if hyperpod and instance_type:
         instance_type = hyperpod_instance_type(instance_type)
@@ -313,7 +334,7 @@ def _base_manifest(
         name=request.job_name,
         namespace=team.namespace,
         image=request.image,
-        pods=shape.pods,
+        pods=request.pods,
         per_pod_requests=requests_from(request.accelerators, request.vcpu, request.memory, request.efa),
         command=request.command,
         args=request.args,
@@ -321,6 +342,7 @@ def _base_manifest(
         instance_type=instance_type,
         max_retry=request.max_retry,
         tasks_per_node=request.tasks_per_node,
+        restricted=team.pods.security == "restricted",
     )
 
 

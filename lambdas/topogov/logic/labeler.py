@@ -102,6 +102,7 @@ class NodeStore(Protocol):
     def get_node(self, name: str) -> NodeView | None: ...
     def patch_labels(self, name: str, patch: Mapping[str, str | None]) -> PatchOutcomeLike: ...
     def scan_pods(self) -> tuple[dict[str, Resources], list[JobPod]]: ...
+    def pod_defaults(self) -> dict[str, Any]: ...
 
 
 class SnapshotStore(Protocol):
@@ -239,7 +240,7 @@ class Labeler:
         snapshot = self._load_snapshot(summary)
         before = (
             dict(snapshot.instances), dict(snapshot.absent), dict(snapshot.nodes), snapshot.placement,
-            snapshot.running, snapshot.mode,
+            snapshot.running, snapshot.mode, snapshot.pod_defaults,
         )  # fmt: skip
         work = _Pass(options, summary, snapshot)
         self._select_nodes(work)
@@ -437,6 +438,7 @@ class Labeler:
         if options.collect_requested and full:
             try:
                 requested, self.last_pods = self._nodes.scan_pods()
+                snapshot.pod_defaults = self._nodes.pod_defaults()
             except KubernetesError as exc:
                 summary.failures.append({"node": None, "status": exc.status, "message": str(exc)})
         node_capacity = {
@@ -472,7 +474,7 @@ class Labeler:
         snapshot, summary = work.snapshot, work.summary
         current = (
             snapshot.instances, snapshot.absent, snapshot.nodes, snapshot.placement, snapshot.running,
-            snapshot.mode,
+            snapshot.mode, snapshot.pod_defaults,
         )  # fmt: skip
         if current == before and snapshot.generated_at:
             return

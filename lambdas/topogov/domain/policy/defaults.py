@@ -9,6 +9,7 @@ from typing import Any
 from topogov.domain.policy.fields import is_dns_label
 
 DEFAULT_BORROW_LIMIT_PERCENT = 50
+DEFAULT_RETENTION_DAYS = 30  # how long a finished job's record is kept (DynamoDB's time to live)
 NAMESPACE_PREFIX = "hyperpod-ns-"
 LOCAL_QUEUE_SUFFIX = "-localqueue"
 

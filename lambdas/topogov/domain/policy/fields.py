@@ -79,6 +79,15 @@ def positive(value: int) -> int:
     return value
 
 
+MAX_RETENTION_DAYS = 3650
+
+
+def retention_days(value: int) -> int:
+    if not 1 <= value <= MAX_RETENTION_DAYS:
+        raise ValueError(f"must be from 1 to {MAX_RETENTION_DAYS} days")
+    return value
+
+
 def non_empty(message: str) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
     def check(value: tuple[Any, ...]) -> tuple[Any, ...]:
         if not value:

@@ -15,7 +15,21 @@ from topogov.domain.policy.rules import PolicyError
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML would keep the last)."""
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would keep the last), and any
+    alias (``*name``): a policy never needs one, and a few nested aliases expand into billions of
+    nodes (the "billion laughs"), which the what-if's proposed policy would otherwise let a caller
+    make the API build."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "aliases (*name) are not accepted in a policy: write the value out",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> dict[Any, Any]:

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, model_validator
 
-from topogov.domain.policy.arn import principal_matches
-from topogov.domain.policy.defaults import DEFAULT_BORROW_LIMIT_PERCENT, with_defaults
+from topogov.domain.policy.arn import principal_matches, too_wide
+from topogov.domain.policy.defaults import DEFAULT_BORROW_LIMIT_PERCENT, DEFAULT_RETENTION_DAYS, with_defaults
 from topogov.domain.policy.fields import (
     ArnPattern,
     DnsLabel,
@@ -20,7 +20,9 @@ from topogov.domain.policy.fields import (
     percent,
     positive,
     priority_value,
+    retention_days,
 )
+from topogov.domain.policy.pods import PodRules
 from topogov.domain.policy.rules import PolicyError, cross_checks, dotted
 from topogov.domain.quantity import (
     CPU,
@@ -90,6 +92,7 @@ class Team(Model):
     ] = Field(alias="priorityClasses")
     default_priority_class: DnsSubdomain = Field(alias="defaultPriorityClass")
     max_in_flight: ResourceQuantities | None = Field(default=None, alias="maxInFlight")
+    pods: PodRules = PodRules()
 
     @property
     def quota_resources(self) -> Resources:
@@ -150,6 +153,7 @@ class Team(Model):
             "priorityClasses": list(self.priority_classes),
             "defaultPriorityClass": self.default_priority_class,
             "maxInFlight": _resources_json(self.max_in_flight_resources),
+            "pods": self.pods.model_dump(by_alias=True, exclude_none=True, mode="json"),
         }
         return out
 
@@ -176,6 +180,9 @@ class Policy(Model):
     teams: Annotated[dict[str, Team], AfterValidator(non_empty("must define at least one team"))]
     admins: tuple[ArnPattern, ...] = ()
     hyperpod: HyperPodSettings | None = None
+    job_retention_days: Annotated[StrictInt, AfterValidator(retention_days)] = Field(
+        default=DEFAULT_RETENTION_DAYS, alias="jobRetentionDays"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -206,16 +213,22 @@ class Policy(Model):
                 return pc.value
         raise KeyError(name)
 
-    def teams_for_principal(self, arn: str) -> list[str]:
-        """The teams (sorted) one of whose principal patterns matches the caller ``arn``."""
+    def teams_for_principal(self, principal: str) -> list[str]:
+        """The teams (sorted) one of whose principal patterns matches the principal ARN (``arn.py``:
+        an assumed-role session's is its role's, with the role's path)."""
         return sorted(
             name
             for name, team in self.teams.items()
-            if any(principal_matches(p, arn) for p in team.principals)
+            if any(principal_matches(p, principal) for p in team.principals)
         )
 
-    def is_admin(self, arn: str) -> bool:
-        return any(principal_matches(p, arn) for p in self.admins)
+    def is_admin(self, principal: str) -> bool:
+        return any(principal_matches(p, principal) for p in self.admins)
+
+    @property
+    def principal_patterns(self) -> tuple[str, ...]:
+        """Every principal pattern of the policy: the teams' and the admins'."""
+        return tuple(p for team in self.teams.values() for p in team.principals) + self.admins
 
     def team_for_namespace(self, namespace: str) -> str | None:
         return next((name for name, team in self.teams.items() if team.namespace == namespace), None)
@@ -227,6 +240,7 @@ class Policy(Model):
             "fairShare": self.fair_share,
             "teams": {name: team.to_json() for name, team in self.teams.items()},
             "admins": list(self.admins),
+            "jobRetentionDays": self.job_retention_days,
         } | (
             {"hyperpod": self.hyperpod.model_dump(by_alias=True, exclude_none=True)} if self.hyperpod else {}
         )
@@ -247,13 +261,14 @@ class Policy(Model):
                 "priorityClasses": list(team.priority_classes),
                 "defaultPriorityClass": team.default_priority_class,
                 "principals": list(team.principals),
+                "pods": team.pods.model_dump(by_alias=True, exclude_none=True, mode="json"),
             }
             for name, team in self.teams.items()
         ]
 
     def warnings(self, cluster_capacity: Resources | None = None) -> list[str]:
         """Things that are valid but probably not meant, as sentences for a platform engineer."""
-        out: list[str] = []
+        out: list[str] = [w for w in (too_wide(p) for p in self.principal_patterns) if w]
         if cluster_capacity is not None:
             nominal = Resources()
             for team in self.teams.values():

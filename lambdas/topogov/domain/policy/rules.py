@@ -66,7 +66,9 @@ def cross_checks(class_names: Sequence[str | None], teams: Mapping[str, Mapping[
 
 
 def team_checks(team: str, v: Mapping[str, Any], declared: Mapping[str, int]) -> list[Problem]:
-    problems: list[Problem] = []
+    from topogov.domain.policy.pods import pod_rule_problems
+
+    problems: list[Problem] = pod_rule_problems(team, v.get("pods"))
     sharing = v.get("sharing")
     borrow_limit, percent = v.get("borrow_limit"), v.get("borrow_limit_percent")
     if borrow_limit is not None and percent is not None:
