@@ -69,8 +69,16 @@ def build(app: cdk.App) -> TopogovStack:
         else None
     )
     governance = hyperpod_policy(config, policy)
+    from topogov.domain.policy.arn import role_patterns
+
     stack = TopogovStack(
-        app, "Topogov", config=config, teams=sorted(policy.teams), env=env, governance=governance
+        app,
+        "Topogov",
+        config=config,
+        teams=sorted(policy.teams),
+        principal_roles=role_patterns(policy.principal_patterns),
+        env=env,
+        governance=governance,
     )
     suppress(stack)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))

@@ -194,6 +194,16 @@ def _function_nag(stack: TopogovStack) -> None:
             "log streams of the function's own log group (names are chosen by Lambda); nothing else",
             [LOG_STREAMS],
         )
+    wildcard_roles = [r for r in stack.api.principal_roles if "*" in r or "?" in r]
+    if wildcard_roles:
+        _one(
+            api_policy,
+            "AwsSolutions-IAM5",
+            "iam:GetRole on the roles teams.yaml's principal patterns name, with IAM's own wildcards: the "
+            "api function reads a calling role's path (a session's ARN lacks it) to match the patterns "
+            "as IAM does, and may read no role a pattern does not name",
+            [f"Resource::{r}" for r in wildcard_roles],
+        )
     for fn in (stack.reconciler.fn.function, stack.api.fn.function):
         _one(
             fn,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
@@ -37,6 +38,7 @@ class TopogovStack(Stack):
         *,
         config: DeployConfig,
         teams: list[str],
+        principal_roles: Sequence[str] = (),
         layer_code: lambda_.Code | None = None,
         governance: TaskGovernance | None = None,
         **kwargs: Any,
@@ -54,7 +56,7 @@ class TopogovStack(Stack):
             vpc_config=self._vpc_config(config),
         )
         self.reconciler = Reconciler(self, "Reconciler", context=context)
-        self.api = Api(self, "Api", context=context)
+        self.api = Api(self, "Api", context=context, principal_roles=principal_roles)
         self.cluster_access = ClusterAccess(
             self,
             "ClusterAccess",

@@ -156,8 +156,22 @@ def render_hyperpod(governance: Any, warnings: list[str]) -> str:
     return "\n".join(out)
 
 
+def _pods(pods: dict[str, Any]) -> str:
+    level = pods["security"] + (f" ({pods['privilegedReason']})" if pods.get("privilegedReason") else "")
+    lists = " · ".join(
+        f"{label} {', '.join(pods[key]) or 'none'}"
+        for key, label in (
+            ("serviceAccounts", "service accounts"),
+            ("secrets", "secrets"),
+            ("runtimeClasses", "runtime classes"),
+        )
+    )
+    return f"Pod Security {level} · {lists} · grace ≤ {pods['maxGracePeriodSeconds']} s"
+
+
 def render(policy: Policy, warnings: list[str]) -> str:
     """The human summary of a valid policy."""
+    from topogov.domain.policy.arn import describe
     from topogov.domain.quantity import GOVERNED
     from topogov_cli.render import table
 
@@ -181,7 +195,11 @@ def render(policy: Policy, warnings: list[str]) -> str:
                 f" · fair-share weight {row['fairShareWeight']}",
             ),
             ("priority classes", classes),
-            *(("principals" if i == 0 else "", p) for i, p in enumerate(row["principals"])),
+            ("pods", _pods(row["pods"])),
+            *(
+                ("principals" if i == 0 else "", f"{p}\n{'':<20}  = {describe(p)}")
+                for i, p in enumerate(row["principals"])
+            ),
         ]
         out += ["", f"Team {row['team']}"]
         out += [f"  {name:<18}{value}" for name, value in fields]
@@ -191,7 +209,7 @@ def render(policy: Policy, warnings: list[str]) -> str:
         )
         out += ["  " + line for line in resources.splitlines()]
     out += ["", "Admins"]
-    out += [f"  {a}" for a in policy.admins] or ["  (none)"]
+    out += [f"  {a}\n    = {describe(a)}" for a in policy.admins] or ["  (none)"]
     out += ["", "Warnings" if warnings else "Warnings: none"]
     out += [f"  - {w}" for w in warnings]
     return "\n".join(out)

@@ -102,7 +102,12 @@ def build_api_service(settings: ApiSettings | None = None, session: Session | No
     session = session or aws_session(settings.region)
     policy = load_policy_file(settings.policy_file)
     store = S3SnapshotStore(retrying(session, "s3"), settings.snapshot_bucket, settings.snapshot_key)
-    ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
+    ledger = DynamoLedger(
+        retrying(session, "dynamodb"),
+        settings.ledger_table,
+        settings.counters_table,
+        retention_s=policy.job_retention_days * 86400,
+    )
     # 10 s per Kubernetes call: the API must answer within API Gateway's 29 s, whatever the cluster does.
     jobs = LazyJobs(
         lambda: KubeJobs(
@@ -121,11 +126,14 @@ def build_api_service(settings: ApiSettings | None = None, session: Session | No
             expiry_attr=IDEMPOTENCY.ttl or "expiration",
             boto3_client=session.client("dynamodb"),
         )
+    from topogov.adapters.iam import IamRolePaths
+
     return ApiService(
         policy=policy,
         snapshots=store,
         ledger=ledger,
         jobs=jobs,
+        roles=IamRolePaths(lambda: retrying(session, "iam")),
         idempotency_store=idempotency,
         snapshot_ttl_s=settings.snapshot_ttl_s,
         queues=jobs,
@@ -167,7 +175,12 @@ def build_ledger_sync(
 
     session = session or aws_session(settings.region)
     loaded = policy or load_policy_file(settings.policy_file)
-    ledger = DynamoLedger(retrying(session, "dynamodb"), settings.ledger_table, settings.counters_table)
+    ledger = DynamoLedger(
+        retrying(session, "dynamodb"),
+        settings.ledger_table,
+        settings.counters_table,
+        retention_s=loaded.job_retention_days * 86400,
+    )
     jobs = KubeJobs(KubeHttp(api_client or kube_api_client(settings, session), max_attempts=3))
     return lambda: sync_ledger(loaded, ledger, jobs, stale_after_s=settings.stale_reservation_s)
 

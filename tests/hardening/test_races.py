@@ -18,6 +18,7 @@ import time
 from tests.stacks import wait_until
 from topogov.adapters.ledger import DynamoLedger
 from topogov.domain.errors import Refusal
+from topogov.domain.policy import Caller
 from topogov.domain.submission import JobRequest
 from topogov_local import events
 from topogov_local.lambda_context import LocalContext
@@ -25,8 +26,8 @@ from topogov_local.lambda_context import LocalContext
 from .conftest import scale
 from .invariants import consistent, items_lost, ledger_vs_cluster, mislabelled_nodes
 
-ADMIN = "arn:aws:iam::123456789012:user/topogov-admin"
-TEAM_C = "arn:aws:iam::123456789012:user/topogov-team-c"
+ADMIN = Caller.of("arn:aws:iam::123456789012:user/topogov-admin")
+TEAM_C = Caller.of("arn:aws:iam::123456789012:user/topogov-team-c")
 CAP_GPU = 256  # team-c's maxInFlight in teams.yaml
 
 
@@ -78,9 +79,12 @@ class CapSampler:
 
 
 def cancel_everything(gov) -> None:
-    for job in gov.jobs_of(ADMIN, "team-c"):
-        if job["state"] != "released":
-            gov.cancel(ADMIN, "team-c", job["name"])
+    token = ""
+    while token is not None:
+        jobs, token = gov.jobs_of(ADMIN, "team-c", limit=500, token=token or None)
+        for job in jobs:
+            if job["state"] != "released":
+                gov.cancel(ADMIN, "team-c", job["name"])
 
 
 def test_parallel_submissions_never_pass_the_cap(stack, report):

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 
+from topogov.domain.policy import Caller
 from topogov.logic.api_service import ApiService
 from topogov.logic.whatif.forecast import Expected, Model, Queued, Running, forecast
 from topogov_local.bench.estimate import _Jobs, _stamp, build
@@ -25,7 +26,7 @@ def test_the_api_gives_each_pending_job_the_models_own_start(cluster):
     policy, ports, pending, _ = cluster
     assert len(pending) >= 10
     api = service(policy, ports)
-    answers = api.estimates("arn:aws:iam::123456789012:user/team-a", pending, alternatives=False)
+    answers = api.estimates(Caller.of("arn:aws:iam::123456789012:user/team-a"), pending, alternatives=False)
     # the same state straight from the model's objects (no JSON): the reference
     model = Model(list(ports.snapshot.nodes.values()), policy)
     from topogov.domain.kueue_model.convert import admission_of, workload_of
@@ -75,7 +76,7 @@ def _epoch0():
 def test_a_job_kueue_has_no_workload_for_says_so(cluster):
     policy, ports, _, _ = cluster
     api = service(policy, ports)
-    answer = api.estimates("arn:aws:iam::123456789012:user/team-a", [("team-a", "not-there")])
+    answer = api.estimates(Caller.of("arn:aws:iam::123456789012:user/team-a"), [("team-a", "not-there")])
     assert answer[("team-a", "not-there")] == {
         "start_in_s": None, "start_at": None, "error": "Kueue has no Workload for this Job yet"
     }  # fmt: skip
@@ -95,7 +96,7 @@ class _Counted(_Jobs):
 
 def test_requests_within_a_run_s_freshness_reuse_its_inputs_and_answer_as_a_fresh_service(cluster):
     policy, ports, pending, _ = cluster
-    caller = "arn:aws:iam::123456789012:user/team-a"
+    caller = Caller.of("arn:aws:iam::123456789012:user/team-a")
     jobs, tick = _Counted(ports), [0.0]
     api = ApiService(
         policy=policy, snapshots=ports, ledger=cast(Any, ports), jobs=cast(Any, jobs),
@@ -121,7 +122,7 @@ def test_requests_within_a_run_s_freshness_reuse_its_inputs_and_answer_as_a_fres
 
 def test_the_list_s_eta_is_the_detailed_answer_s_start(cluster):
     policy, ports, pending, _ = cluster
-    caller = "arn:aws:iam::123456789012:user/team-a"
+    caller = Caller.of("arn:aws:iam::123456789012:user/team-a")
     full = service(policy, ports).estimates(caller, pending, alternatives=False)
     brief = service(policy, ports).estimates(caller, pending, alternatives=False, detail=False)
     assert sum(full[job]["start_in_s"] is not None for job in pending) >= 5

@@ -28,7 +28,7 @@ from topogov.domain.labels import (
     ULTRASERVER_LABEL,
     layer_label,
 )
-from topogov.domain.policy import load_policy_file
+from topogov.domain.policy import Caller, load_policy_file
 from topogov.domain.quantity import Resources
 from topogov.domain.snapshot import Snapshot
 from topogov.domain.submission import JobRequest
@@ -43,7 +43,7 @@ from topogov.logic.labeler import Labeler, PassOptions
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = load_policy_file(ROOT / "teams.yaml")
 ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123xyz789"
-TEAM_A = "arn:aws:iam::123456789012:user/topogov-team-a"
+TEAM_A = Caller.of("arn:aws:iam::123456789012:user/topogov-team-a")
 ADDON_NS = ["hyperpod-ns-team-a", "hyperpod-ns-team-b", "hyperpod-ns-team-c"]
 
 
@@ -210,6 +210,25 @@ class FakeObjects:
     def list(self, api_version: str, kind: str) -> list[ObjectView]:
         return [object_view(o) for o in self.objs if o["kind"] == kind and o["apiVersion"] == api_version]
 
+    def list_in(self, api_version: str, kind: str, namespace: str) -> list[ObjectView]:
+        return [v for v in self.list(api_version, kind) if v.namespace == namespace]
+
+    def apply(self, obj: dict[str, Any], field_manager: str) -> ObjectView:
+        """Topogov's own objects (the team pod rules): created or replaced whole."""
+        self.writes += 1
+        key = (obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+        self.objs = [
+            o for o in self.objs if (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) != key
+        ]
+        self.objs.append(copy.deepcopy(dict(obj)))
+        return object_view(obj)
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        self.writes += 1
+        before = len(self.objs)
+        self.objs = [o for o in self.objs if (o["kind"], o["metadata"]["name"]) != (kind, name)]
+        return len(self.objs) < before
+
 
 def addon_objects() -> list[dict[str, Any]]:
     return copy.deepcopy(expected_objects(POLICY, ARN))
@@ -222,9 +241,14 @@ def by(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 def test_the_addons_objects_as_expected_are_no_drift_and_nothing_is_written():
     objects = FakeObjects(addon_objects())
     report = AddonWatch(objects, cluster_arn=ARN).run(POLICY, detect(ARN, 4, ADDON_NS))
-    assert report.expected == report.matching > 0 and report.drift == [] and report.k8s_writes == 0
+    assert report.expected == report.matching > 0 and report.drift == []
     assert report.to_json()["counts"] == {MISSING: 0, DIFFERS: 0, UNEXPECTED: 0}
     assert "(no drift)" in format_report(report)
+    # Only Topogov's own objects are written: the team pod rules, once (none of the add-on's)
+    assert [c.name for c in report.pod_rules] == [f"pod-rules-{t}" for t in sorted(POLICY.teams)]
+    assert objects.writes == len(POLICY.teams)
+    again = AddonWatch(objects, cluster_arn=ARN).run(POLICY, detect(ARN, 4, ADDON_NS))
+    assert again.pod_rules == [] and objects.writes == len(POLICY.teams)
 
 
 def test_drift_names_a_changed_quota_a_missing_queue_and_a_quota_made_outside_teams_yaml():
@@ -298,8 +322,8 @@ def test_the_api_decides_on_the_queues_quota_not_teams_yamls():
     with pytest.raises(
         NeverAdmissible, match=r"asks 16 nvidia.com/gpu .* more than 8 \(quota 8 \+ borrow 0\)"
     ):
-        decide(request, caller_arn=TEAM_A, policy=policy, index=lambda: None, hyperpod=True)  # type: ignore[arg-type,return-value]
-    decide(request, caller_arn=TEAM_A, policy=POLICY, index=lambda: None, hyperpod=True)  # type: ignore[arg-type,return-value]
+        decide(request, caller=TEAM_A, policy=policy, index=lambda: None, hyperpod=True)  # type: ignore[arg-type,return-value]
+    decide(request, caller=TEAM_A, policy=POLICY, index=lambda: None, hyperpod=True)  # type: ignore[arg-type,return-value]
 
 
 def test_a_borrowing_limit_left_out_borrows_what_the_cohort_lends():
@@ -339,7 +363,7 @@ def test_the_job_carries_queue_and_priority_on_the_job_and_its_pods_and_the_topo
         required_topology="topology.k8s.aws/network-node-layer-3",
     )  # fmt: skip
     adm = decide(
-        request, caller_arn=TEAM_A, policy=POLICY, index=CapacityIndex(snap.nodes.values()), hyperpod=True
+        request, caller=TEAM_A, policy=POLICY, index=CapacityIndex(snap.nodes.values()), hyperpod=True
     )
     job = adm.manifest
     assert job["metadata"]["namespace"] == "hyperpod-ns-team-a"
@@ -351,7 +375,7 @@ def test_the_job_carries_queue_and_priority_on_the_job_and_its_pods_and_the_topo
         )  # team-a's default, as the add-on names it
     assert pod["metadata"]["annotations"][REQUIRED_ANNOTATION] == "topology.k8s.aws/network-node-layer-3"
     assert INSTANCE_TYPE_LABEL not in (pod["spec"].get("nodeSelector") or {})
-    plain = decide(request, caller_arn=TEAM_A, policy=POLICY, index=CapacityIndex(snap.nodes.values()))
+    plain = decide(request, caller=TEAM_A, policy=POLICY, index=CapacityIndex(snap.nodes.values()))
     assert QUEUE_LABEL not in plain.manifest["spec"]["template"]["metadata"]["labels"]
 
 
@@ -364,12 +388,12 @@ def test_a_topology_beside_an_instance_type_is_refused_naming_the_field_and_auto
         required_topology="topology.k8s.aws/network-node-layer-3",
     )  # fmt: skip
     with pytest.raises(ValidationFailed) as refused:
-        decide(both, caller_arn=TEAM_A, policy=POLICY, index=index, hyperpod=True)
+        decide(both, caller=TEAM_A, policy=POLICY, index=index, hyperpod=True)
     assert refused.value.field == "instance_type" and "not both" in refused.value.message
     typed = JobRequest(
         job_name="train", image="busybox", node_count=2, accelerators=8, instance_type="p5.48xlarge"
     )
-    adm = decide(typed, caller_arn=TEAM_A, policy=POLICY, index=index, hyperpod=True)
+    adm = decide(typed, caller=TEAM_A, policy=POLICY, index=index, hyperpod=True)
     pod = adm.manifest["spec"]["template"]
     assert (
         pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "ml.p5.48xlarge"
@@ -443,6 +467,15 @@ class Ports:
     def list(self, team: str) -> list[dict[str, Any]]:
         return []
 
+    def live(self, team: str) -> list[dict[str, Any]]:
+        return []
+
+    def page(self, team: str, limit: int, after: str | None = None) -> tuple[list[dict[str, Any]], None]:
+        return [], None
+
+    def runs(self, team: str) -> dict[int, list[float]]:
+        return {}
+
     def get(self, team: str, name: str) -> None:
         return None
 
@@ -483,7 +516,9 @@ def test_a_hyperpodpytorchjob_is_listed_read_only_and_cancel_refuses_it_saying_h
         hyperpod_snapshot(), [hp_workload("llama", admitted=True), hp_workload("mixtral", admitted=False)]
     )
     service = api(ports)
-    rows = {r["name"]: r for r in service.jobs_of(TEAM_A, "team-a")}
+    jobs, token = service.jobs_of(TEAM_A, "team-a")
+    rows = {r["name"]: r for r in jobs}
+    assert token is None
     assert set(rows) == {"llama", "mixtral"}
     assert rows["llama"]["read_only"] and rows["llama"]["kind"] == "HyperPodPyTorchJob"
     assert rows["llama"]["status"] == "Admitted" and rows["mixtral"]["status"] == "Pending"

@@ -26,6 +26,7 @@ from topogov.domain.policy import (
     principal_matches,
 )
 from topogov.domain.quantity import CPU, EFA, GPU, MEMORY, Resources
+from topogov.logic.identity import Identities
 from topogov_cli import policy as policy_cmd
 
 SAMPLE = Path(__file__).resolve().parents[2] / "teams.yaml"
@@ -95,9 +96,16 @@ def test_sample_policy_loads_with_the_documented_teams():
     assert all("inference-priority" not in policy.teams[t].priority_class_names for t in ("team-b", "team-c"))
     # And the principals fit both a real account and the local stack's IAM users
     assert policy.teams_for_principal("arn:aws:iam::123456789012:user/topogov-team-a") == ["team-a"]
-    assert policy.teams_for_principal("arn:aws:sts::111122223333:assumed-role/TeamARole/alice") == ["team-a"]
+    assert policy.teams_for_principal("arn:aws:iam::111122223333:role/TeamARole") == ["team-a"]
     assert policy.is_admin("arn:aws:iam::123456789012:user/topogov-admin")
-    assert policy.is_admin("arn:aws:sts::111122223333:assumed-role/PlatformAdmin/bob")
+    assert policy.is_admin("arn:aws:iam::111122223333:role/PlatformAdmin")
+    # And team-c's pods are held to Pod Security's restricted level, the others' to baseline
+    assert {n: t.pods.security for n, t in policy.teams.items()} == {
+        "team-a": "baseline",
+        "team-b": "baseline",
+        "team-c": "restricted",
+    }
+    assert policy.job_retention_days == 30
 
 
 def test_sample_summary_rows_are_right():
@@ -123,7 +131,15 @@ def test_sample_summary_rows_are_right():
         "principals": [
             "arn:aws:iam::111122223333:role/TeamA*",
             "arn:aws:iam::123456789012:user/topogov-team-a",
+            "arn:aws:iam::123456789012:role/teams/team-a/*",
         ],
+        "pods": {
+            "security": "baseline",
+            "serviceAccounts": ["default"],
+            "runtimeClasses": [],
+            "secrets": [],
+            "maxGracePeriodSeconds": 300,
+        },
     }
     # And team-b borrows 50 % of its quota, team-c (Lend) nothing but may queue 256 GPUs
     assert rows["team-b"]["namespace"] == "hyperpod-ns-team-b"
@@ -679,12 +695,14 @@ def test_priority_value_and_namespace_lookups():
 
 
 # --- principals ----------------------------------------------------------------------------------
+# Patterns are matched against the principal ARN, as IAM's aws:PrincipalArn (domain/policy/arn.py):
+# an assumed-role session's is its role's with the role's path, looked up by logic/identity.py.
 
 ROLE = "arn:aws:iam::111122223333:role/TeamA*"
 
 
 @pytest.mark.parametrize(
-    ("pattern", "arn", "matches"),
+    ("pattern", "principal", "matches"),
     [
         # an IAM user, exactly
         (
@@ -703,25 +721,19 @@ ROLE = "arn:aws:iam::111122223333:role/TeamA*"
             "arn:aws:iam::123456789012:user/Topogov-team-a",
             False,
         ),
-        # a role wildcard, for the role itself and for a session of it
+        # a role wildcard
         (ROLE, "arn:aws:iam::111122223333:role/TeamARole", True),
-        (ROLE, "arn:aws:sts::111122223333:assumed-role/TeamARole/alice", True),
-        (ROLE, "arn:aws:sts::111122223333:assumed-role/TeamBRole/alice", False),
-        (ROLE, "arn:aws:sts::999999999999:assumed-role/TeamARole/alice", False),
-        # the session name never counts, even when it looks like the pattern or like a pattern
-        (ROLE, "arn:aws:sts::111122223333:assumed-role/Intern/TeamAdmin", False),
-        (ROLE, "arn:aws:sts::111122223333:assumed-role/Intern/*", False),
-        (ROLE, "arn:aws:sts::111122223333:assumed-role/Intern/role/TeamA", False),
+        (ROLE, "arn:aws:iam::111122223333:role/TeamBRole", False),
+        (ROLE, "arn:aws:iam::999999999999:role/TeamARole", False),
+        # IAM's wildcard spans '/': a pathless name pattern's * reaches into a path, as in IAM
+        (ROLE, "arn:aws:iam::111122223333:role/TeamA/x/Role", True),
+        (ROLE, "arn:aws:iam::111122223333:role/teams/TeamARole", False),
+        # a session ARN is not its role's ARN: only a pattern written for sessions matches it
+        (ROLE, "arn:aws:sts::111122223333:assumed-role/TeamARole/alice", False),
         (
-            "arn:aws:iam::111122223333:role/TeamARole",
             "arn:aws:sts::111122223333:assumed-role/TeamARole/*",
+            "arn:aws:sts::111122223333:assumed-role/TeamARole/alice",
             True,
-        ),
-        # a session ARN is not a role ARN: it only matches through normalisation
-        (
-            "arn:aws:sts::111122223333:assumed-role/*",
-            "arn:aws:sts::111122223333:assumed-role/TeamARole/a",
-            False,
         ),
         # `?` is exactly one character
         (
@@ -742,21 +754,13 @@ ROLE = "arn:aws:iam::111122223333:role/TeamA*"
         # partitions
         (
             "arn:aws-us-gov:iam::111122223333:role/TeamA*",
-            "arn:aws-us-gov:sts::111122223333:assumed-role/TeamAOps/bob",
+            "arn:aws-us-gov:iam::111122223333:role/TeamAOps",
             True,
         ),
-        (
-            "arn:aws-us-gov:iam::111122223333:role/TeamA*",
-            "arn:aws:sts::111122223333:assumed-role/TeamAOps/b",
-            False,
-        ),
+        ("arn:aws-us-gov:iam::111122223333:role/TeamA*", "arn:aws:iam::111122223333:role/TeamAOps", False),
         ("arn:aws-cn:iam::111122223333:role/TeamA*", "arn:aws-cn:iam::111122223333:role/TeamAOps", True),
-        (ROLE, "arn:aws-cn:sts::111122223333:assumed-role/TeamAOps/bob", False),
-        (
-            "arn:*:iam::111122223333:role/TeamA*",
-            "arn:aws-us-gov:sts::111122223333:assumed-role/TeamAOps/b",
-            True,
-        ),
+        (ROLE, "arn:aws-cn:iam::111122223333:role/TeamAOps", False),
+        ("arn:*:iam::111122223333:role/TeamA*", "arn:aws-us-gov:iam::111122223333:role/TeamAOps", True),
         # each ARN part is matched on its own: a wildcard in the account does not reach the resource
         ("arn:aws:iam::*:user/bob", "arn:aws:iam::123456789012:user/bob", True),
         ("arn:aws:iam::1234*:user/bob", "arn:aws:iam::1234:user/evil:user/bob", False),
@@ -765,44 +769,113 @@ ROLE = "arn:aws:iam::111122223333:role/TeamA*"
         (ROLE, "arn:aws:sts::111122223333:assumed-role/", False),
     ],
 )
-def test_principal_matching(pattern, arn, matches):
-    assert principal_matches(pattern, arn) is matches
+def test_principal_matching(pattern, principal, matches):
+    assert principal_matches(pattern, principal) is matches
+
+
+class RolePathsOf:
+    """Role paths as IAM would answer GetRole (None: no such role, or not readable); counts calls."""
+
+    def __init__(self, paths):
+        self.paths = paths
+        self.calls = []
+
+    def role_path(self, role):
+        self.calls.append((role.account, role.name))
+        return self.paths.get((role.account, role.name))
+
+
+def identities(principals, paths, admins=()):
+    data = document()
+    data["teams"] = {"team-a": {"principals": list(principals), "quota": {}}}
+    data["admins"] = list(admins)
+    roles = RolePathsOf(paths)
+    return Identities(parse_policy(data), roles), roles
+
+
+def session(role, name="alice", account="111122223333"):
+    return f"arn:aws:sts::{account}:assumed-role/{role}/{name}"
 
 
 @pytest.mark.parametrize(
-    ("arn", "matches"),
+    ("path", "member"),
     [
-        # an assumed-role caller carries no path: the pattern's path is ignored, its name must match
-        ("arn:aws:sts::111122223333:assumed-role/TeamAResearch/alice", True),
-        ("arn:aws:sts::111122223333:assumed-role/TeamBResearch/alice", False),
-        # a role ARN carries its path: it must match as written, as IAM does
-        ("arn:aws:iam::111122223333:role/teams/TeamAResearch", True),
-        ("arn:aws:iam::111122223333:role/other/TeamAResearch", False),
-        ("arn:aws:iam::111122223333:role/TeamAResearch", False),
+        ("/teams/team-a/", True),  # the path the pattern names
+        ("/teams/team-a/sub/", True),  # IAM's * spans '/'
+        ("/", False),  # the same name at the root: another role
+        ("/teams/team-b/", False),
+        (None, False),  # the role cannot be read: no role principal
     ],
 )
-def test_a_role_pattern_with_a_path_matches_assumed_role_callers_by_role_name(arn, matches):
-    assert principal_matches("arn:aws:iam::111122223333:role/teams/TeamA*", arn) is matches
-
-
-def test_a_role_pattern_without_a_path_does_not_match_a_role_arn_with_one():
-    # IAM semantics for callers that present the role ARN itself
-    assert not principal_matches(ROLE, "arn:aws:iam::111122223333:role/teams/TeamAOps")
-    assert principal_matches(
-        "arn:aws:iam::111122223333:role/*", "arn:aws:iam::111122223333:role/teams/TeamAOps"
+def test_a_role_pattern_with_a_path_matches_only_sessions_of_roles_on_that_path(path, member):
+    # Given team-a's principals are the roles under /teams/team-a/ (the issue: such a pattern once
+    # matched every assumed role of the account, since a session's ARN carries no path)
+    ids, roles = identities(
+        ["arn:aws:iam::111122223333:role/teams/team-a/*"], {("111122223333", "Anyone"): path}
     )
+    # When a session of role Anyone calls
+    caller = ids.caller(session("Anyone"))
+    # Then it is team-a's only when IAM would say the role is under that path
+    assert (ids.policy.teams_for_principal(caller.principal) == ["team-a"]) is member
+    assert caller.arn == session("Anyone")  # the session, for submitted_by
+    assert roles.calls == [("111122223333", "Anyone")]
+
+
+def test_an_identity_center_pattern_matches_its_roles_only():
+    sso = "arn:aws:iam::111122223333:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_*"
+    ids, _ = identities(
+        ["arn:aws:iam::111122223333:role/TeamA*"],
+        {
+            ("111122223333", "AWSReservedSSO_Admin_1a2b"): "/aws-reserved/sso.amazonaws.com/",
+            ("111122223333", "AWSReservedSSO_Fake"): "/",
+        },
+        admins=[sso],
+    )
+    admin = ids.caller(session("AWSReservedSSO_Admin_1a2b", "ann@example.com"))
+    assert ids.policy.is_admin(admin.principal)
+    assert not ids.policy.is_admin(ids.caller(session("AWSReservedSSO_Fake")).principal)
+    assert not ids.policy.is_admin(ids.caller(session("TeamARole")).principal)
+
+
+def test_the_path_is_looked_up_once_per_role_and_never_for_callers_no_pattern_could_match():
+    # Given a pattern without a wildcard (a wildcard could match any name on some path: IAM's * spans
+    # '/', so role/TeamA* matches role/TeamAx/Intern, and every role of the account is looked up)
+    ids, roles = identities(
+        ["arn:aws:iam::111122223333:role/teams/TeamARole"], {("111122223333", "TeamARole"): "/teams/"}
+    )
+    for name in ("alice", "bob", "carol"):
+        assert ids.policy.teams_for_principal(ids.caller(session("TeamARole", name)).principal) == ["team-a"]
+    ids.caller(session("Intern"))  # no pattern could match a role named Intern
+    ids.caller(session("TeamARole", account="999999999999"))  # nor one of another account
+    ids.caller("arn:aws:iam::111122223333:user/TeamAUser")  # a user: its ARN has its path
+    assert roles.calls == [("111122223333", "TeamARole")]
+
+
+def test_a_looked_up_path_is_read_again_after_its_time():
+    ids, roles = identities(["arn:aws:iam::111122223333:role/TeamA*"], {("111122223333", "TeamARole"): "/"})
+    now = [0.0]
+    ids.monotonic = lambda: now[0]
+    ids.caller(session("TeamARole"))
+    now[0] = ids.ttl_s - 1
+    ids.caller(session("TeamARole"))
+    now[0] = ids.ttl_s + 1
+    ids.caller(session("TeamARole"))
+    assert len(roles.calls) == 2
 
 
 @settings(max_examples=200)
-@given(session=st.text(alphabet="abcXYZ019+=,.@-*?/:", min_size=1, max_size=40))
-def test_the_session_name_never_changes_the_match(session):
+@given(name=st.text(alphabet="abcXYZ019+=,.@-*?/:", min_size=1, max_size=40))
+def test_the_session_name_never_changes_the_match(name):
     # Given the sample policy and sessions of a team-a role, an unknown role and the admin role
     policy = sample()
+    paths = {("111122223333", r): "/" for r in ("TeamARole", "Intern", "PlatformAdmin")}
+    ids = Identities(policy, RolePathsOf(paths))
     for role in ("TeamARole", "Intern", "PlatformAdmin"):
-        arn = f"arn:aws:sts::111122223333:assumed-role/{role}/"
+        base = f"arn:aws:sts::111122223333:assumed-role/{role}/"
+        one, other = ids.caller(base + name), ids.caller(base + "s")
         # Then whatever the session name, the answer is the role's
-        assert policy.teams_for_principal(arn + session) == policy.teams_for_principal(arn + "s")
-        assert policy.is_admin(arn + session) == policy.is_admin(arn + "s")
+        assert policy.teams_for_principal(one.principal) == policy.teams_for_principal(other.principal)
+        assert policy.is_admin(one.principal) == policy.is_admin(other.principal)
 
 
 def test_teams_for_principal_is_sorted_and_may_name_several_teams():
@@ -814,10 +887,9 @@ def test_teams_for_principal_is_sorted_and_may_name_several_teams():
     }
     policy = parse_policy(data)
 
-    # Then a session of that role is in both, sorted
-    caller = "arn:aws:sts::111122223333:assumed-role/DataScience/carol"
-    assert policy.teams_for_principal(caller) == ["team-a", "team-b"]
-    assert policy.teams_for_principal("arn:aws:sts::111122223333:assumed-role/DataOps/carol") == ["team-a"]
+    # Then the role is in both, sorted
+    assert policy.teams_for_principal("arn:aws:iam::111122223333:role/DataScience") == ["team-a", "team-b"]
+    assert policy.teams_for_principal("arn:aws:iam::111122223333:role/DataOps") == ["team-a"]
     assert policy.teams_for_principal("arn:aws:iam::111122223333:user/DataScience") == []
 
 
@@ -825,9 +897,9 @@ def test_admins_are_matched_like_principals():
     data = document()
     data["admins"] = ["arn:aws:iam::111122223333:role/PlatformAdmin"]
     policy = parse_policy(data)
-    assert policy.is_admin("arn:aws:sts::111122223333:assumed-role/PlatformAdmin/ops")
-    assert not policy.is_admin("arn:aws:sts::111122223333:assumed-role/TeamARole/PlatformAdmin")
+    assert policy.is_admin("arn:aws:iam::111122223333:role/PlatformAdmin")
     assert not policy.is_admin("arn:aws:iam::111122223333:role/PlatformAdmins")
+    assert not policy.is_admin("arn:aws:sts::111122223333:assumed-role/TeamARole/PlatformAdmin")
     # And an admin is not thereby a member of a team
     assert policy.teams_for_principal("arn:aws:iam::111122223333:role/PlatformAdmin") == []
 

@@ -31,6 +31,7 @@ from topogov.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
+from topogov.domain.policy import Caller
 from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse
 from topogov.handlers import snapstart
 from topogov.handlers.models import ErrorResponse
@@ -85,12 +86,14 @@ def set_service(svc: ApiService) -> None:
     _service = svc
 
 
-def caller() -> str:
+def caller() -> Caller:
+    """The caller API Gateway authenticated (IAM auth: ``requestContext.identity.userArn``, never the
+    body), with the principal ARN the policy's patterns are matched against."""
     identity = app.current_event.request_context.identity
     arn = identity.user_arn if identity else None
     if not arn:
         raise Unauthenticated("no caller identity: the API requires IAM (SigV4) authentication")
-    return arn
+    return service().identify(arn)
 
 
 def error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> Response[str]:
@@ -239,9 +242,16 @@ def submit(
     )
 
 
-@app.get("/v1/jobs", summary="List jobs of the caller's teams (or one team)")
-def list_jobs(team: Annotated[str | None, Query(max_length=63)] = None) -> dict[str, Any]:
-    return {"jobs": service().jobs_of(caller(), team)}
+@app.get("/v1/jobs", summary="List jobs of the caller's teams (or one team), a page at a time")
+def list_jobs(
+    team: Annotated[str | None, Query(max_length=63)] = None,
+    limit: Annotated[int, Query(ge=1, le=500, description="jobs a page holds at most")] = 100,
+    nextToken: Annotated[
+        str | None, Query(max_length=512, description="the previous page's nextToken: the page after it")
+    ] = None,
+) -> dict[str, Any]:
+    jobs, token = service().jobs_of(caller(), team, limit=limit, token=nextToken)
+    return {"jobs": jobs, "nextToken": token}
 
 
 @app.get(
@@ -286,6 +296,7 @@ def topology(
     ] = False,
 ) -> Response[Any]:
     who = caller()
+    service().require_member(who)
     if nodes and view != "capacity":
         raise ValidationFailed("nodes", "is only for view=capacity")
     if view == "capacity":

@@ -119,6 +119,15 @@ class LocalApiGateway:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def trust(self, caller: Caller) -> None:
+        """Accept ``caller``'s keys from now on: keys the emulator's STS issued (an assumed role's
+        session), which API Gateway's IAM authorization would know as it knows every key of the
+        account. The caller's ARN is what STS reported for the session."""
+        self.callers[caller.access_key_id] = caller
+
+    def distrust(self, access_key_id: str) -> None:
+        self.callers.pop(access_key_id, None)
+
     # -- lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> LocalApiGateway:
         if self._httpd is not None:

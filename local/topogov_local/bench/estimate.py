@@ -117,6 +117,19 @@ class Ports:
     def list(self, team: str) -> Any:  # the ledger's list of a team's records
         return self.records.get(team, [])
 
+    def live(self, team: str) -> Any:  # its live records (the sparse index)
+        return [r for r in self.records.get(team, []) if r.get("state") != "released"]
+
+    def runs(self, team: str) -> dict[int, Any]:  # its recent run times by GPU count
+        out: dict[int, Any] = {}
+        for r in self.records.get(team, []):
+            if r.get("ran_s") is not None:
+                gpus = int((r.get("decision") or {}).get("pods") or 0) * int(
+                    (r.get("shape") or {}).get("per_pod_gpu") or 0
+                )
+                out.setdefault(gpus, []).append(float(r["ran_s"]))
+        return out
+
     def list_jobs(self, namespace: str) -> Any:
         return self.jobs_.get(namespace, [])
 
@@ -238,7 +251,9 @@ def _sample(api: Any, pending: list[tuple[str, str]], runs: int, tick: list[floa
     """One cold request (the first on the snapshot), then ``runs`` warm ones spread over the queue, a
     second apart (the service's last run answers them, continued as needed), then the same jobs
     each after the last run has aged out (a new run on the kept cluster); CPU milliseconds."""
-    caller = "arn:aws:iam::123456789012:user/team-a"
+    from topogov.domain.policy import Caller
+
+    caller = Caller.of("arn:aws:iam::123456789012:user/team-a")
     step = max(1, len(pending) // runs)
     jobs = pending[::step][:runs]
     c0 = time.process_time()

@@ -366,6 +366,7 @@ def _gpu_job(name: str, gpus: int, pods: int, level: str) -> dict[str, Any]:
 
 def bench_api(sizes: list[int], runs: int, quiet: bool) -> list[dict[str, Any]]:
     from topogov.adapters.snapshot_store import S3SnapshotStore
+    from topogov.domain.policy import Caller
     from topogov.domain.submission import JobRequest
     from topogov.handlers import api
     from topogov.logic.admission import decide
@@ -388,7 +389,7 @@ def bench_api(sizes: list[int], runs: int, quiet: bool) -> list[dict[str, Any]]:
                 samples = []
                 for _ in range(runs):
                     t0 = time.perf_counter()
-                    decide(request, caller_arn=arn, policy=svc.policy, index=svc.index())
+                    decide(request, caller=Caller.of(arn), policy=svc.policy, index=svc.index())
                     samples.append(time.perf_counter() - t0)
                 p50, p99 = percentiles(samples)
                 rows.append(

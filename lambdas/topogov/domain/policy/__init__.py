@@ -41,12 +41,12 @@ Sharing and borrowing (HyperPod ``ResourceSharingConfig.Strategy``, rendered as 
 The package, by concern: :mod:`.model` (the frozen models and what they mean), :mod:`.fields`
 (field types and their checks), :mod:`.defaults`, :mod:`.rules` (rules that relate fields, and
 :class:`PolicyError`), :mod:`.problems` (every problem of a document at once), :mod:`.arn`
-(principal matching), :mod:`.loading` (YAML).
+(principal matching), :mod:`.pods` (what a team's pods may do), :mod:`.loading` (YAML).
 """
 
 from __future__ import annotations
 
-from topogov.domain.policy.arn import principal_matches
+from topogov.domain.policy.arn import Caller, principal_matches, session_role
 from topogov.domain.policy.fields import ResourceQuantities, is_dns_label
 from topogov.domain.policy.loading import load_policy, load_policy_file, parse_policy
 from topogov.domain.policy.model import Policy, PriorityClass, Sharing, Team
@@ -55,6 +55,7 @@ from topogov.domain.quantity import GOVERNED, amount_of, format_quantity
 
 __all__ = [
     "GOVERNED",
+    "Caller",
     "Policy",
     "PolicyError",
     "PriorityClass",
@@ -69,4 +70,5 @@ __all__ = [
     "load_policy_file",
     "parse_policy",
     "principal_matches",
+    "session_role",
 ]

@@ -44,7 +44,7 @@ from topogov.domain.kueue_model import Cluster, PodSet, TopologyRequest, Workloa
 from topogov.domain.kueue_model.convert import nodes_of, objects_of
 from topogov.domain.labels import INSTANCE_TYPE_LABEL
 from topogov.domain.placement import CapacityIndex, tightest_level
-from topogov.domain.policy import Policy
+from topogov.domain.policy import Caller, Policy
 from topogov.domain.quantity import (
     CPU,
     EFA,
@@ -323,7 +323,9 @@ class Simulation:
         try:
             req = as_request(job, spec_mode=mode, level=level, fallback_after_s=fallback)
             caller = self.callers.get(job.team, "")
-            return decide(req, caller_arn=caller, policy=self.policy, index=self.index, where_now=False)
+            return decide(
+                req, caller=Caller.of(caller), policy=self.policy, index=self.index, where_now=False
+            )
         except Refusal as exc:
             run.refused = exc.message
         except ValueError as exc:  # a trace row the API's validation refuses
