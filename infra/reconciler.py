@@ -15,6 +15,7 @@ from constructs import Construct
 from infra.config import DeployConfig
 from infra.functions import FunctionContext, FunctionSpec, TopogovFunction
 from infra.names import POLICY_PATH, SNAPSHOT_KEY
+from topogov.adapters.tables import LIVE_INDEX
 from topogov.settings import ReconcileSettings
 
 # A 10,000-node first pass needs 100 DescribeInstanceTopology calls at 1 per second and 10,000 label
@@ -89,8 +90,16 @@ class Reconciler(Construct):
         self.fn.role.add_to_policy(
             iam.PolicyStatement(
                 sid="LedgerSync",
-                actions=["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"],
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
                 resources=[storage.ledger.table_arn],
+            )
+        )
+        # A pass reads the live records only, through the ledger's sparse index (adapters/tables.py).
+        self.fn.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="LiveRecords",
+                actions=["dynamodb:Query"],
+                resources=[f"{storage.ledger.table_arn}/index/{LIVE_INDEX.name}"],
             )
         )
         self.fn.role.add_to_policy(

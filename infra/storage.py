@@ -17,7 +17,7 @@ class Storage(Construct):
 
         def table(name: str, keys: TableKeys) -> dynamodb.Table:
             string = dynamodb.AttributeType.STRING
-            return dynamodb.Table(
+            made = dynamodb.Table(
                 self,
                 name,
                 partition_key=dynamodb.Attribute(name=keys.partition, type=string),
@@ -30,6 +30,14 @@ class Storage(Construct):
                 time_to_live_attribute=keys.ttl,
                 removal_policy=RemovalPolicy.RETAIN,
             )
+            if keys.index is not None:
+                made.add_global_secondary_index(
+                    index_name=keys.index.name,
+                    partition_key=dynamodb.Attribute(name=keys.index.partition, type=string),
+                    sort_key=dynamodb.Attribute(name=keys.index.sort, type=string),
+                    projection_type=dynamodb.ProjectionType.ALL,
+                )
+            return made
 
         self.ledger = table("Ledger", LEDGER)
         self.counters = table("Counters", COUNTERS)

@@ -238,6 +238,20 @@ class Api:
         query = {k: v for k, v in (query or {}).items() if v is not None}
         return self.endpoint.url + path + ("?" + urlencode(query) if query else "")
 
+    def all_jobs(self, team: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Every job ``GET /v1/jobs`` lists (of ``team``, else of the caller's teams), page after page
+        (its ``nextToken``), or the first ``limit``."""
+        jobs: list[dict[str, Any]] = []
+        token = None
+        while limit is None or len(jobs) < limit:
+            page = min(500, limit - len(jobs)) if limit is not None else 500
+            answer = self.call("GET", "/v1/jobs", query={"team": team, "limit": page, "nextToken": token})
+            jobs.extend(answer.get("jobs") or [])
+            token = answer.get("nextToken")
+            if not token:
+                break
+        return jobs if limit is None else jobs[:limit]
+
     def call(
         self,
         method: str,

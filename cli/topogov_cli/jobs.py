@@ -37,9 +37,11 @@ def add_parser(sub: Any) -> None:
         "(what it asked; 'relaxed layer-N' once a fallback relaxed a required level to preferred), "
         "PLACEMENT (where its pods run: the deepest layer holding them all in one domain and how the "
         "next splits them, e.g. layer-3 ×1, layer-2 ×1 (3 × L3)), AGE (since submission; --output "
-        "json has the time).",
+        "json has the time). Finished jobs are listed until their records expire (teams.yaml "
+        "jobRetentionDays); the API answers a page at a time and every page is read.",
     )
     jobs.add_argument("--team", metavar="TEAM", help="only this team")
+    jobs.add_argument("--limit", metavar="N", type=_positive, help="at most N jobs (in team and name order)")
     add_api_options(jobs)
     jobs.set_defaults(func=run_jobs)
 
@@ -71,10 +73,17 @@ def add_parser(sub: Any) -> None:
     cancel.set_defaults(func=run_cancel)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 @guarded
 def run_jobs(args: argparse.Namespace) -> int:
     """``topogov jobs``."""
-    answer = api_for(args).call("GET", "/v1/jobs", query={"team": args.team})
+    answer = {"jobs": api_for(args).all_jobs(args.team, args.limit)}
     if args.output == "json":
         print_json(answer)
         return EXIT_OK
@@ -147,7 +156,7 @@ def team_of(api: Any, name: str, team: str | None) -> str:
         return teams[0]
     if not teams:
         raise CliError(EXIT_REFUSED, "you are not a principal of any team")
-    holding = sorted({j["team"] for j in api.call("GET", "/v1/jobs").get("jobs") or [] if j["name"] == name})
+    holding = sorted({j["team"] for j in api.all_jobs() if j["name"] == name})
     if len(holding) == 1:
         return holding[0]
     if not holding:

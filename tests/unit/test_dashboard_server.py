@@ -111,10 +111,12 @@ def test_a_path_with_dot_segments_is_no_route(served):
     from http.client import HTTPConnection
 
     server, http, seen = served
-    cookie = session(server, http).cookies.get(COOKIE)
+    cookie = session(server, http).cookies.get(server.cookie)
     conn = HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:  # sent as is (requests would remove the dot segments first)
-        conn.request("GET", "/api/v1/jobs/team-a/x/../../../teams", headers={"Cookie": f"{COOKIE}={cookie}"})
+        conn.request(
+            "GET", "/api/v1/jobs/team-a/x/../../../teams", headers={"Cookie": f"{server.cookie}={cookie}"}
+        )
         assert conn.getresponse().status == 404
     finally:
         conn.close()
@@ -124,10 +126,33 @@ def test_a_path_with_dot_segments_is_no_route(served):
 def test_a_wrong_token_or_cookie_gets_nothing(served):
     server, http, seen = served
     assert http.get(f"{server.origin}/?token=guess", allow_redirects=False).status_code == 401
-    http.cookies.set(COOKIE, "guess")
+    http.cookies.set(server.cookie, "guess")
     assert http.get(f"{server.origin}/api/v1/teams").status_code == 401
     assert http.get(f"{server.origin}/_dashboard/info").status_code == 401
     assert seen == []
+
+
+def test_a_login_link_opens_one_session_once_with_a_cookie_named_after_the_port(served):
+    # Given the link topogov dashboard printed, used by one browser
+    server, http, _ = served
+    first = http.get(server.url, allow_redirects=False)
+    assert first.status_code == 303
+    assert server.cookie == f"{COOKIE}_{server.port}" and server.cookie in first.headers["Set-Cookie"]
+    assert "Max-Age=" in first.headers["Set-Cookie"]
+    # Then the session cookie is not the link's token (a link seen later opens nothing)
+    token = server.url.split("token=", 1)[1]
+    assert http.cookies.get(server.cookie) != token
+    # When another browser uses the same link
+    other = requests.Session()
+    try:
+        again = other.get(server.url, allow_redirects=False)
+        assert again.status_code == 401 and "already used" in again.json()["error"]["message"]
+        assert other.get(f"{server.origin}/api/v1/teams").status_code == 401
+        # And a new link (topogov dashboard --open makes its own) opens a session of its own
+        assert other.get(server.login_url(), allow_redirects=False).status_code == 303
+        assert other.get(f"{server.origin}/_dashboard/info").status_code == 200
+    finally:
+        other.close()
 
 
 def test_serves_the_page_and_its_files_only(served):
@@ -163,9 +188,14 @@ def test_binds_to_loopback_only():
 
 def test_allowed_names_what_it_refuses():
     with pytest.raises(Refused) as exc:
-        allowed("GET", "/v1/jobs", "team=a&limit=5")
-    assert exc.value.status == 400 and "'limit'" in exc.value.message
+        allowed("GET", "/v1/jobs", "team=a&view=all")
+    assert exc.value.status == 400 and "'view'" in exc.value.message
     assert allowed("GET", "/v1/jobs", "team=team-a") == [("team", "team-a")]
+    # a page at a time: the size and the token of the next page
+    assert allowed("GET", "/v1/jobs", "limit=500&nextToken=eyJ0ZWFtIjoidGVhbS1hIn0") == [
+        ("limit", "500"),
+        ("nextToken", "eyJ0ZWFtIjoidGVhbS1hIn0"),
+    ]
 
 
 # -- the API's answer as it came: gzip passed on, unpacked for a browser without gzip ------------------

@@ -107,3 +107,16 @@ export function live(load, everyMs, onState) {
     document.removeEventListener("visibilitychange", visibility);
   };
 }
+
+// Every job of GET /v1/jobs, page after page (its nextToken): the API answers at most 500 a page.
+export async function allJobs() {
+  const jobs = [];
+  let token = null;
+  do {
+    const query = token ? `?limit=500&nextToken=${encodeURIComponent(token)}` : "?limit=500";
+    const page = await api("GET", `/v1/jobs${query}`);
+    jobs.push(...(page.jobs || []));
+    token = page.nextToken;
+  } while (token);
+  return { jobs };
+}

@@ -1,7 +1,7 @@
 // Jobs: the caller's jobs (GET /v1/jobs); one job (GET /v1/jobs/{team}/{name}): status and
 // lifecycle, the verdict, its pods lit on the fleet map (GET /v1/topology?view=capacity&nodes=true),
 // Kueue's events; while it waits, the closest domain and the start estimate.
-import { api } from "./api.js";
+import { allJobs, api } from "./api.js";
 import { FLEET_PATH, legend } from "./fleet.js";
 import { drawMap, fleetModel } from "./fleetmap.js";
 import { closest } from "./queue.js";
@@ -10,7 +10,7 @@ import { duration, el, levelName, table, topologyText } from "./util.js";
 export function jobsPage(root) {
   root.replaceChildren(el("h1", {}, "Jobs"), el("p", { class: "lead" }, "Your teams' jobs (an admin sees every team's). Open one to see where its pods run."), el("div", { id: "jobs" }));
   return async () => {
-    const jobs = (await api("GET", "/v1/jobs")).jobs || [];
+    const jobs = (await allJobs()).jobs;
     root.querySelector("#jobs").replaceChildren(jobs.length ? table(null, ["team", "job", "status", "topology", "placement", "submitted"],
       jobs.map((j) => [j.team, el("a", { href: `#/job/${encodeURIComponent(j.team)}/${encodeURIComponent(j.name)}` }, j.name),
         status(j.status), topologyText(j.topology), j.placement || "-", j.submitted_at || "-"]))

@@ -1,6 +1,6 @@
 // Queue: the pending jobs with Kueue's reason and the start estimate (GET /v1/jobs), and for the
 // selected one the domain that comes closest and what blocks it (GET /v1/jobs/{team}/{name}).
-import { api } from "./api.js";
+import { allJobs, api } from "./api.js";
 import { duration, el, levelName, table, topologyText } from "./util.js";
 
 const state = { selected: null };
@@ -11,7 +11,7 @@ export function queuePage(root) {
     el("section", { class: "card", "aria-labelledby": "q-h" }, el("h2", { id: "q-h" }, "Pending"), el("div", { id: "queue" })),
     el("section", { class: "card", "aria-labelledby": "c-h" }, el("h2", { id: "c-h" }, "Closest domain"), el("div", { id: "closest" })));
   return async () => {
-    const jobs = (await api("GET", "/v1/jobs")).jobs || [];
+    const jobs = (await allJobs()).jobs;
     const waiting = jobs.filter((j) => j.status === "Pending").sort((a, b) => String(a.submitted_at).localeCompare(String(b.submitted_at)));
     const key = (j) => `${j.team}/${j.name}`;
     if (!waiting.some((j) => key(j) === state.selected)) state.selected = waiting.length ? key(waiting[0]) : null;

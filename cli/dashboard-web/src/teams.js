@@ -1,7 +1,7 @@
 // Teams: quota, borrowing limit, in flight, admitted and borrowed GPUs as bars; the placement quality
 // per layer (the team's beside the fleet's); each team's pending jobs.
 // Calls per refresh: GET /v1/teams, GET /v1/jobs.
-import { api } from "./api.js";
+import { allJobs, api } from "./api.js";
 import { chart, PALETTE, TEXT } from "./charts.js";
 import { el, GPU, num, pct, table, topologyText } from "./util.js";
 
@@ -14,7 +14,7 @@ export function teamsPage(root) {
       el("div", { class: "bars", id: "quality" })),
     el("section", { class: "card", "aria-labelledby": "pending-h" }, el("h2", { id: "pending-h" }, "Pending jobs"), el("div", { id: "pending" })));
   return async () => {
-    const [teams, jobs] = await Promise.all([api("GET", "/v1/teams"), api("GET", "/v1/jobs")]);
+    const [teams, jobs] = await Promise.all([api("GET", "/v1/teams"), allJobs()]);
     usage(root.querySelector("#usage"), teams.teams || []);
     quality(root.querySelector("#quality"), teams.teams || []);
     pending(root.querySelector("#pending"), jobs.jobs || []);

@@ -12,8 +12,12 @@ What it forwards, and to whom:
   gets 403; and, when the browser sends ``Origin`` (every POST, every cross-site fetch), only from
   this server's own origin, so another page open in the same browser cannot make it sign a call
   (CSRF) or read an answer;
-* only with the session cookie the printed URL sets (``/?token=...``, a random token per server):
-  another user of the same machine, who can reach 127.0.0.1 too, cannot use your credentials.
+* only with the session cookie a login link sets: the printed URL (``/?token=...``) holds a random
+  token that is good once (and for :data:`LOGIN_S`), exchanged at its first use for an HttpOnly,
+  SameSite=Strict session cookie named after the server's port (``topogov_dashboard_<port>``: a
+  browser sends 127.0.0.1's cookies to every port, and another dashboard ignores this one), good for
+  :data:`SESSION_S`. So another user of the same machine, who can reach 127.0.0.1 too, cannot use your
+  credentials, and a link seen later (in a shell's history, a process list) opens nothing.
 
 Answers are the API's, status and body, gzip-compressed when the browser accepts it; nothing is
 cached or kept. The server asks the API for gzip (``Accept-Encoding: gzip``; API Gateway compresses
@@ -32,6 +36,7 @@ import re
 import secrets
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +46,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 STATIC = Path(__file__).resolve().parent / "static"  # built by `make install` (npm run build:dashboard)
-COOKIE = "topogov_dashboard"
+COOKIE = "topogov_dashboard"  # + "_<port>"
+LOGIN_S = 600.0  # a login link is good this long, once
+SESSION_S = 12 * 3600.0  # a session cookie is good this long
 MAX_BODY = 1024 * 1024  # the API's own limit on a request body
 _NAME = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"  # a team or Job name: a DNS label, as the API checks
 
@@ -49,7 +56,15 @@ _NAME = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"  # a team or Job name: a DNS label
 ROUTES: tuple[tuple[str, re.Pattern[str], dict[str, re.Pattern[str]]], ...] = (
     ("GET", re.compile(r"/v1/topology"), {"view": re.compile("capacity"), "nodes": re.compile("true")}),
     ("GET", re.compile(r"/v1/teams"), {}),
-    ("GET", re.compile(r"/v1/jobs"), {"team": re.compile(_NAME)}),
+    (
+        "GET",
+        re.compile(r"/v1/jobs"),
+        {
+            "team": re.compile(_NAME),
+            "limit": re.compile(r"[1-9][0-9]{0,2}"),
+            "nextToken": re.compile(r"[-_A-Za-z0-9]{1,512}"),
+        },
+    ),
     ("GET", re.compile(rf"/v1/jobs/{_NAME}/{_NAME}"), {}),
     ("POST", re.compile(r"/v1/whatif"), {}),
 )
@@ -140,10 +155,43 @@ class DashboardServer(ThreadingHTTPServer):
 
     def __init__(self, upstream: Upstream, port: int = 0, *, refresh_s: float = 10.0, static: Path = STATIC):
         self.upstream = upstream
-        self.token = secrets.token_urlsafe(24)
         self.refresh_s = refresh_s
         self.static = static
+        self._logins: dict[str, float] = {}  # unused login tokens -> when they stop being good
+        self._sessions: dict[str, float] = {}  # session cookies -> when they stop being good
+        self._lock = threading.Lock()
         super().__init__(("127.0.0.1", port), Handler)
+        self.url = self.login_url()  # the first login link (the one topogov dashboard prints)
+
+    @property
+    def cookie(self) -> str:
+        return f"{COOKIE}_{self.port}"
+
+    def login_url(self) -> str:
+        """A new login link: good once, for :data:`LOGIN_S`."""
+        token = secrets.token_urlsafe(24)
+        with self._lock:
+            self._logins[token] = time.monotonic() + LOGIN_S
+        return f"{self.origin}/?token={token}"
+
+    def log_in(self, token: str) -> str | None:
+        """The session a login token opens (the token is spent), or None when it is not a good one."""
+        now = time.monotonic()
+        with self._lock:
+            until = next((u for t, u in self._logins.items() if hmac.compare_digest(t, token)), None)
+            self._logins = {
+                t: u for t, u in self._logins.items() if u > now and not hmac.compare_digest(t, token)
+            }
+            if until is None or until <= now:
+                return None
+            session = secrets.token_urlsafe(32)
+            self._sessions[session] = now + SESSION_S
+            return session
+
+    def in_session(self, cookie: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            return any(hmac.compare_digest(s, cookie) and u > now for s, u in self._sessions.items())
 
     @property
     def port(self) -> int:
@@ -152,10 +200,6 @@ class DashboardServer(ThreadingHTTPServer):
     @property
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"{self.origin}/?token={self.token}"
 
     def hosts(self) -> set[str]:
         return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
@@ -237,7 +281,7 @@ class Handler(BaseHTTPRequestHandler):
         cookies = dict(
             part.strip().split("=", 1) for part in self.headers.get("Cookie", "").split(";") if "=" in part
         )
-        if not hmac.compare_digest(cookies.get(COOKIE, ""), self.server.token):
+        if not self.server.in_session(cookies.get(self.server.cookie, "")):
             raise Refused(
                 401, "NOT_AUTHENTICATED", "no dashboard session: open the URL topogov dashboard printed"
             )
@@ -266,13 +310,20 @@ class Handler(BaseHTTPRequestHandler):
     def _page(self, path: str, query: str) -> None:
         token = dict(parse_qsl(query)).get("token")
         if path == "/" and token is not None:
-            if not hmac.compare_digest(token, self.server.token):
+            session = self.server.log_in(token)
+            if session is None:
                 raise Refused(
-                    401, "NOT_AUTHENTICATED", "token: not this dashboard's (it changes at each start)"
+                    401,
+                    "NOT_AUTHENTICATED",
+                    "token: not a login link of this dashboard, or one already used (each opens one "
+                    "browser, once): start topogov dashboard again for a new one",
                 )
             self.send_response(303)
             self.send_header("Location", "/")
-            self.send_header("Set-Cookie", f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/")
+            cookie = (
+                f"{self.server.cookie}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={int(SESSION_S)}"
+            )
+            self.send_header("Set-Cookie", cookie)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return

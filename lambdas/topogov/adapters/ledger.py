@@ -5,10 +5,17 @@ cap), before the Job is created; if creating the Job fails, a second transaction
 charge and removes the record. So there is never a charge without a record, and never a Job
 without a record. A release (cancel, finished, vanished) flips the record's state conditionally
 and refunds in the same transaction, so a charge is released at most once.
+
+The ledger stays bounded (``adapters/tables.py``): a live record carries ``live_team``, which the
+sparse index ``live`` holds, so a reconcile pass and an estimate read the live records only
+(:meth:`DynamoLedger.live`); a release removes it and sets ``expires_at``, the retention after which
+DynamoDB's time to live deletes the record. The job list reads the team's records a page at a time
+(:meth:`DynamoLedger.page`). ``items_read`` counts the items every read returned.
 """
 
 from __future__ import annotations
 
+import builtins
 import random
 import time
 import uuid
@@ -16,11 +23,13 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from topogov.adapters.tables import LEDGER, LIVE_INDEX
 from topogov.domain.errors import Conflict, InFlightLimit, NotFound, Unavailable
 from topogov.domain.quantity import Resources, over_cap, over_cap_message
 
 ATTRS = ("gpu", "efa", "cpu_m", "memory")
 RESERVING, SUBMITTED, RELEASED = "reserving", "submitted", "released"
+DEFAULT_RETENTION_S = 30 * 86400
 
 
 def _n(value: int) -> dict[str, str]:
@@ -69,10 +78,21 @@ def to_typed(value: Any) -> dict[str, Any]:
 
 
 class DynamoLedger:
-    def __init__(self, client: Any, ledger_table: str, counters_table: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        ledger_table: str,
+        counters_table: str,
+        *,
+        retention_s: int = DEFAULT_RETENTION_S,
+        clock: Any = time.time,
+    ) -> None:
         self._ddb = _Guarded(client)
         self.ledger_table = ledger_table
         self.counters_table = counters_table
+        self.retention_s = retention_s  # how long a released record is kept (the policy's jobRetentionDays)
+        self._clock = clock
+        self.items_read = 0
 
     # -- in flight ------------------------------------------------------------------------------
     def usage(self, team: str) -> Resources:
@@ -80,6 +100,34 @@ class DynamoLedger:
             TableName=self.counters_table, Key={"team": {"S": team}}, ConsistentRead=True
         )
         return _res(item.get("Item") or {})
+
+    def runs(self, team: str) -> dict[int, builtins.list[float]]:
+        """The team's recent finished run times (seconds), by the job's GPU count: the start
+        estimates' expected lengths, kept beside the team's counters (:meth:`keep_runs`) so an
+        estimate reads no released record."""
+        item = self._ddb.get_item(
+            TableName=self.counters_table, Key={"team": {"S": team}}, ProjectionExpression="runs"
+        ).get("Item")
+        kept = to_plain((item or {}).get("runs") or {"M": {}})
+        return {int(gpus): [float(r) for r in runs] for gpus, runs in kept.items()}
+
+    def keep_runs(self, team: str, gpus: int, runs: builtins.list[float]) -> None:
+        """Replace the team's recent run times of ``gpus``-GPU jobs (the reconcile pass, which holds
+        the pass's lease, is their only writer)."""
+        self._ddb.update_item(
+            TableName=self.counters_table,
+            Key={"team": {"S": team}},
+            UpdateExpression="SET #runs = if_not_exists(#runs, :none)",
+            ExpressionAttributeNames={"#runs": "runs"},
+            ExpressionAttributeValues={":none": {"M": {}}},
+        )
+        self._ddb.update_item(
+            TableName=self.counters_table,
+            Key={"team": {"S": team}},
+            UpdateExpression="SET #runs.#g = :runs",
+            ExpressionAttributeNames={"#runs": "runs", "#g": str(gpus)},
+            ExpressionAttributeValues={":runs": to_typed([round(r) for r in runs])},
+        )
 
     def reserve(
         self, team: str, name: str, charge: Resources, cap: Resources, record: Mapping[str, Any]
@@ -111,14 +159,14 @@ class DynamoLedger:
         if conditions:
             update["ConditionExpression"] = " AND ".join(conditions)
         item = {k: to_typed(v) for k, v in record.items()}
-        item.update(
-            {
-                "team": {"S": team},
-                "name": {"S": name},
-                "state": {"S": RESERVING},
-                "submission": {"S": submission},
-            }
-        )
+        keys = {
+            "team": team,
+            "name": name,
+            "state": RESERVING,
+            "submission": submission,
+            LIVE_INDEX.partition: team,
+        }
+        item.update({k: {"S": v} for k, v in keys.items()})
         item.update({f"charge_{a}": _n(getattr(charge, a)) for a in ATTRS})
         put = {
             "TableName": self.ledger_table,
@@ -227,8 +275,10 @@ class DynamoLedger:
                         "Update": {
                             "TableName": self.ledger_table,
                             "Key": {"team": {"S": team}, "name": {"S": name}},
-                            "UpdateExpression": "SET #s = :rel, released_at = :t, release_reason = :why"
-                            + ("" if ran_s is None else ", ran_s = :ran"),
+                            "UpdateExpression": "SET #s = :rel, released_at = :t, release_reason = :why, "
+                            + f"{LEDGER.ttl} = :expires"
+                            + ("" if ran_s is None else ", ran_s = :ran")
+                            + f" REMOVE {LIVE_INDEX.partition}",
                             "ConditionExpression": "#s = :cur",
                             "ExpressionAttributeNames": {"#s": "state"},
                             "ExpressionAttributeValues": {
@@ -236,6 +286,7 @@ class DynamoLedger:
                                 ":cur": record["state"],
                                 ":t": {"S": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
                                 ":why": {"S": reason},
+                                ":expires": _n(int(self._clock()) + self.retention_s),
                                 **({} if ran_s is None else {":ran": _n(round(ran_s))}),
                             },
                         }
@@ -278,6 +329,7 @@ class DynamoLedger:
         item = self._ddb.get_item(
             TableName=self.ledger_table, Key={"team": {"S": team}, "name": {"S": name}}, ConsistentRead=True
         )
+        self.items_read += "Item" in item
         return item.get("Item")
 
     def get(self, team: str, name: str) -> dict[str, Any] | None:
@@ -285,15 +337,54 @@ class DynamoLedger:
         return None if raw is None else {k: to_plain(v) for k, v in raw.items()}
 
     def list(self, team: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+        """Every record of the team that has not expired: the live ones and those released within the
+        retention (the what-if history reads them)."""
+        return self._query(
+            {"KeyConditionExpression": "team = :t", "ExpressionAttributeValues": {":t": {"S": team}}}
+        )
+
+    def live(self, team: str) -> builtins.list[dict[str, Any]]:
+        """The team's live records (reserving or submitted), from the sparse index: what a reconcile
+        pass and an estimate read, as many as the team has jobs queued or running, whatever the
+        ledger's history. The index is eventually consistent: a record written a moment ago may be
+        missing, one released a moment ago still there (every write on a record is conditional)."""
+        return self._query(
+            {
+                "IndexName": LIVE_INDEX.name,
+                "KeyConditionExpression": f"{LIVE_INDEX.partition} = :t",
+                "ExpressionAttributeValues": {":t": {"S": team}},
+            }
+        )
+
+    def page(
+        self, team: str, limit: int, after: str | None = None
+    ) -> tuple[builtins.list[dict[str, Any]], str | None]:
+        """At most ``limit`` of the team's records in name order, after the job named ``after``; and
+        the name to continue after, None when there are no more."""
         kwargs: dict[str, Any] = {
             "TableName": self.ledger_table,
             "KeyConditionExpression": "team = :t",
             "ExpressionAttributeValues": {":t": {"S": team}},
+            "Limit": limit,
         }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = {"team": {"S": team}, "name": {"S": after}}
+        page = self._ddb.query(**kwargs)
+        items = page.get("Items", [])
+        self.items_read += len(items)
+        last = page.get("LastEvaluatedKey")
+        return [{k: to_plain(v) for k, v in item.items()} for item in items], (
+            last["name"]["S"] if last else None
+        )
+
+    def _query(self, query: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+        out: builtins.list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": self.ledger_table, **query}
         while True:
             page = self._ddb.query(**kwargs)
-            out.extend({k: to_plain(v) for k, v in item.items()} for item in page.get("Items", []))
+            items = page.get("Items", [])
+            self.items_read += len(items)
+            out.extend({k: to_plain(v) for k, v in item.items()} for item in items)
             if "LastEvaluatedKey" not in page:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

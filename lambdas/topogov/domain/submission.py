@@ -230,6 +230,21 @@ class ManifestRequest(Strict):
     )
 
 
+def stored_request(request: JobRequest | ManifestRequest, kind: str) -> dict[str, Any]:
+    """What the job's ledger record keeps of its request: what the API needs to decide it again (the
+    what-if history's replay, the estimates' ``expected_duration``), bounded whatever the body's size.
+    A high-level request without its command, arguments and environment; a manifest by its ``kind``
+    (``batch/v1 Job``), with the topology and expected duration asked beside it."""
+    if isinstance(request, JobRequest):
+        return request.model_dump(mode="json", exclude={"command", "args", "environment"})
+    return {
+        "manifest": {"kind": kind},
+        "team": request.team,
+        "topology": None if request.topology is None else request.topology.model_dump(mode="json"),
+        "expected_duration": request.expected_duration,
+    }
+
+
 class QuotaArithmetic(BaseModel):
     resource: str
     asked: int

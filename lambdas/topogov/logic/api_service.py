@@ -3,8 +3,10 @@ arguments (policy, snapshot, ledger, jobs); nothing here imports boto3 or the ku
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,19 +21,34 @@ from topogov.domain.errors import (
     SnapshotError,
     TopologyUnavailable,
     Unavailable,
+    ValidationFailed,
 )
 from topogov.domain.hyperpod.mode import Mode, configured
-from topogov.domain.labels import HPJOB_LABEL, JOB_UID_LABEL, WORKLOAD_JOB_UID_LABEL
+from topogov.domain.labels import (
+    HPJOB_LABEL,
+    JOB_UID_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    WORKLOAD_JOB_UID_LABEL,
+)
 from topogov.domain.placement import CapacityIndex
-from topogov.domain.policy import Policy, Team
+from topogov.domain.podrequests import NamespaceDefaults, namespace_defaults
+from topogov.domain.policy import Caller, Policy, Team
 from topogov.domain.quantity import RESOURCE_ATTRS, Resources
 from topogov.domain.snapshot import Snapshot
-from topogov.domain.submission import JobRequest, ManifestRequest, SubmitResponse, WhatIfRequest
+from topogov.domain.submission import (
+    JobRequest,
+    ManifestRequest,
+    SubmitResponse,
+    WhatIfRequest,
+    stored_request,
+)
 from topogov.domain.tree import build_tree, to_mermaid
 from topogov.domain.views.batch import JobView, PodView
 from topogov.domain.views.objects import ClusterQueueView
 from topogov.domain.views.workload import WorkloadView
-from topogov.logic.admission import decide
+from topogov.logic.admission import Admission, decide
+from topogov.logic.identity import Identities, RolePaths
 from topogov.logic.ports import LedgerPort
 
 NO_SNAPSHOT = (
@@ -155,6 +172,29 @@ def _read_only_row(
     }
 
 
+DEFAULT_PAGE, MAX_PAGE = 100, 500  # job rows a page of GET /v1/jobs holds (each well under 2 KB)
+
+
+def _token(team: str, after: str | None) -> str:
+    """The next page's token: the team to go on with and the job name to continue after."""
+    raw = json.dumps({"team": team, "after": after}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _page_token(token: str | None, teams: list[str]) -> tuple[int, str | None]:
+    """(index of the team to start with, the name to continue after) of a ``nextToken``."""
+    if token is None:
+        return 0, None
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        team, after = raw["team"], raw["after"]
+        if not isinstance(team, str) or (after is not None and not isinstance(after, str)):
+            raise ValueError("not a token")
+        return teams.index(team), after
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValidationFailed("nextToken", "is not a token this list gave (ask again without it)") from exc
+
+
 def _ago(seconds: int) -> str:
     if seconds < 120:
         return f"{seconds} s"
@@ -194,6 +234,26 @@ class ApiService:
     keep_long_lived: Callable[[], None] | None = None
     _mode: tuple[float, Mode] | None = None
     _in_force: tuple[float, Policy] | None = None
+    roles: RolePaths | None = None  # the paths of callers' roles (iam:GetRole), for principal patterns
+    _identities: Identities | None = None
+
+    # -- who calls ----------------------------------------------------------------------------------
+    def identify(self, arn: str) -> Caller:
+        """The caller whose request identity is ``arn``, with the principal ARN the policy's patterns
+        are matched against (an assumed-role session's is its role's, path included: logic/identity.py)."""
+        if self._identities is None:
+            self._identities = Identities(self.policy, self.roles)
+        return self._identities.caller(arn)
+
+    def pod_defaults(self, team: Team) -> NamespaceDefaults:
+        """What Kueue adds to the requests of the team's pods (its namespace's LimitRange defaults, the
+        RuntimeClasses' overhead), as the last reconcile pass read them into the snapshot; none before
+        the first pass."""
+        try:
+            snap = self._snapshot()
+        except TopologyUnavailable:
+            return NamespaceDefaults()
+        return namespace_defaults(snap.pod_defaults, team.namespace)
 
     # -- the cluster's mode and the quotas in force -------------------------------------------------
     def mode(self) -> Mode:
@@ -290,7 +350,7 @@ class ApiService:
             self._capacity = (snap, {"generated_at": snap.generated_at, **view})
         return self._capacity[1]
 
-    def fleet_map(self, caller: str) -> dict[str, Any]:
+    def fleet_map(self, caller: Caller) -> dict[str, Any]:
         """The capacity view with the GPU nodes one by one and the running jobs on them
         (domain/fleet_map.py), as ``caller`` may see them: other teams' jobs by team only unless
         the caller is an admin. The rows are built once per snapshot; only the names are per caller."""
@@ -301,16 +361,25 @@ class ApiService:
         if self._fleet_map is None or self._fleet_map[0] is not snap:
             self._fleet_map = (snap, *node_rows(snap.nodes, snap.running))
         _, rows, jobs = self._fleet_map
-        admin = self.policy.is_admin(caller)
-        mine = set(self.policy.teams_for_principal(caller))
+        admin = self.policy.is_admin(caller.principal)
+        mine = set(self.policy.teams_for_principal(caller.principal))
         team_of = {t.namespace: name for name, t in self.policy.teams.items()}
         shown = visible_jobs(jobs, team_of=team_of, shows=lambda team: admin or team in mine)
         return {**view, "node_columns": list(NODE_COLUMNS), "nodes": rows, "jobs": shown}
 
     # -- submit -----------------------------------------------------------------------------------
-    def submit(self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool) -> SubmitResponse:
+    def submit(
+        self, request: JobRequest | ManifestRequest, *, caller: Caller, dry_run: bool
+    ) -> SubmitResponse:
         policy, hyperpod = self.policy_now(), self.mode().hyperpod
-        adm = decide(request, caller_arn=caller, policy=policy, index=self.index, hyperpod=hyperpod)
+        adm = decide(
+            request,
+            caller=caller,
+            policy=policy,
+            index=self.index,
+            hyperpod=hyperpod,
+            defaults=self.pod_defaults,
+        )
         d = adm.decision
         if d.topology.domain_now and self._snapshot_at:
             # "fits now" is the snapshot's: say how old it is (the API cannot read Nodes to check)
@@ -327,31 +396,8 @@ class ApiService:
                 line.in_flight_before = getattr(used, attr)
             return SubmitResponse(dry_run=True, created=False, decision=d, job=adm.manifest)
         name = adm.shape.name
-        record = {
-            "submitted_by": caller,
-            "submitted_at": self.clock(),
-            "namespace": d.namespace,
-            "decision": d.model_dump(mode="json"),
-            "request": request.model_dump(mode="json"),
-            # what a pending job's "waiting" view needs of its pods (per pod GPUs, instance type)
-            "shape": {"per_pod_gpu": adm.shape.per_pod.gpu, "instance_type": adm.shape.instance_type},
-            "events": [
-                {"at": self.clock(), "what": "submitted", "topology": d.topology.model_dump(mode="json")}
-            ],
-        }
-        self.ledger.reserve(d.team, name, adm.charge, adm.cap, record)
-        try:
-            created = self.jobs.create(d.namespace, adm.manifest)
-        except Exception as exc:
-            if not isinstance(exc, Refusal) or isinstance(exc, Unavailable):
-                # The answer may have been lost after the Job was created (a timeout): remove it, so
-                # there is never a Job without a record. (Not on a 409: that Job is someone else's.)
-                with contextlib.suppress(Exception):
-                    self.jobs.delete(d.namespace, name)
-            self.ledger.abort(d.team, name, adm.charge)
-            if isinstance(exc, Refusal):
-                raise
-            raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
+        self.ledger.reserve(d.team, name, adm.charge, adm.cap, self._record(request, adm, caller))
+        created = self._create(d.team, d.namespace, name, adm)
         try:
             confirmed = self.ledger.confirm(d.team, name, {"job_uid": created.uid})
         except Unavailable:  # the ledger is unreachable: the Job exists and its charge is held
@@ -368,8 +414,43 @@ class ApiService:
         # The created Job, whole, is the answer (the one reader of a JobView's raw body).
         return SubmitResponse(dry_run=False, created=True, decision=d, job=dict(created.raw))
 
+    def _record(
+        self, request: JobRequest | ManifestRequest, adm: Admission, caller: Caller
+    ) -> dict[str, Any]:
+        """The ledger record of a submission: who, when, what was decided and asked, its first event."""
+        d = adm.decision
+        return {
+            "submitted_by": caller.arn,
+            "submitted_at": self.clock(),
+            "namespace": d.namespace,
+            # the decision without the nodes it would fit on at submission (up to one per pod)
+            "decision": d.model_dump(mode="json", exclude={"topology": {"nodes_now"}}),
+            "request": stored_request(request, adm.shape.kind),
+            # what a pending job's "waiting" view needs of its pods (per pod GPUs, instance type)
+            "shape": {"per_pod_gpu": adm.shape.per_pod.gpu, "instance_type": adm.shape.instance_type},
+            "events": [
+                {"at": self.clock(), "what": "submitted", "topology": d.topology.model_dump(mode="json")}
+            ],
+        }
+
+    def _create(self, team: str, namespace: str, name: str, adm: Admission) -> JobView:
+        """Create the charged job; on failure refund the charge and remove the record (and the Job,
+        when its creation may have landed unseen), so nothing is charged without a job or left behind."""
+        try:
+            return self.jobs.create(namespace, adm.manifest)
+        except Exception as exc:
+            if not isinstance(exc, Refusal) or isinstance(exc, Unavailable):
+                # The answer may have been lost after the Job was created (a timeout): remove it, so
+                # there is never a Job without a record. (Not on a 409: that Job is someone else's.)
+                with contextlib.suppress(Exception):
+                    self.jobs.delete(namespace, name)
+            self.ledger.abort(team, name, adm.charge)
+            if isinstance(exc, Refusal):
+                raise
+            raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
+
     def submit_once(
-        self, request: JobRequest | ManifestRequest, *, caller: str, dry_run: bool, key: str | None
+        self, request: JobRequest | ManifestRequest, *, caller: Caller, dry_run: bool, key: str | None
     ) -> dict[str, Any]:
         """``submit`` made idempotent by the caller's ``Idempotency-Key``: a retry gets the first answer
         and charges nothing twice; the same key with another body is refused (Conflict)."""
@@ -392,7 +473,8 @@ class ApiService:
                 req = (ManifestRequest if "manifest" in submission["body"] else JobRequest).model_validate(
                     submission["body"]
                 )
-                out = self.submit(req, caller=submission["caller"], dry_run=submission["dry_run"])
+                who = Caller(submission["caller"], submission["principal"])
+                out = self.submit(req, caller=who, dry_run=submission["dry_run"])
                 return out.model_dump(mode="json")
 
             self._idempotent = once
@@ -405,7 +487,8 @@ class ApiService:
 
         submission = {
             "key": key,
-            "caller": caller,
+            "caller": caller.arn,
+            "principal": caller.principal,
             "dry_run": dry_run,
             "body": request.model_dump(mode="json"),
         }
@@ -418,21 +501,31 @@ class ApiService:
             ) from None
 
     # -- read -------------------------------------------------------------------------------------
-    def _authorize(self, caller: str, team: str) -> Team:
+    def _authorize(self, caller: Caller, team: str) -> Team:
         if team not in self.policy.teams:
             from topogov.logic.admission import teams_hint
 
             raise NotFound(f"no team {team!r}; {teams_hint(self.policy, caller)}", {"team": team})
-        if not self.policy.is_admin(caller) and team not in self.policy.teams_for_principal(caller):
+        if not self.policy.is_admin(caller.principal) and team not in self.policy.teams_for_principal(
+            caller.principal
+        ):
             raise Forbidden(f"you are not a principal of team {team!r}", {"team": team})
         return self.policy.teams[team]
 
-    def visible_teams(self, caller: str) -> list[str]:
-        if self.policy.is_admin(caller):
-            return sorted(self.policy.teams)
-        return sorted(self.policy.teams_for_principal(caller))
+    def require_member(self, caller: Caller) -> None:
+        """The fleet's topology and capacity (node names, where every team's GPU pods run) are for the
+        principals of a team and the admins, not for anyone else the account lets call the API."""
+        if not self.policy.is_admin(caller.principal) and not self.policy.teams_for_principal(
+            caller.principal
+        ):
+            raise Forbidden("the fleet's topology is for the principals of a team and the admins")
 
-    def job(self, caller: str, team: str, name: str) -> dict[str, Any]:
+    def visible_teams(self, caller: Caller) -> list[str]:
+        if self.policy.is_admin(caller.principal):
+            return sorted(self.policy.teams)
+        return sorted(self.policy.teams_for_principal(caller.principal))
+
+    def job(self, caller: Caller, team: str, name: str) -> dict[str, Any]:
         """One job: its status from the Job and its Workload, Kueue's reason while pending, where its
         Pods landed (nodes and network domains), and its events (the ledger's and Kueue's)."""
         from topogov.domain.jobs import job_status
@@ -473,7 +566,7 @@ class ApiService:
             "events": sorted(events, key=lambda e: e.get("at") or ""),
         }
 
-    def _waiting(self, caller: str, team: str, record: dict[str, Any]) -> dict[str, Any] | None:
+    def _waiting(self, caller: Caller, team: str, record: dict[str, Any]) -> dict[str, Any] | None:
         """For a pending job that asked for a topology level: the domain that comes closest, what
         runs there (other teams' jobs by team only, unless the caller is an admin) and what would
         have to finish or be preempted. One list of Kueue's pods per team namespace."""
@@ -500,7 +593,7 @@ class ApiService:
         )  # fmt: skip
         if found_domain is None:
             return None
-        admin = self.policy.is_admin(caller)
+        admin = self.policy.is_admin(caller.principal)
         by_namespace = {t.namespace: name for name, t in self.policy.teams.items()}
 
         def shown(job: dict[str, Any]) -> dict[str, Any]:
@@ -522,46 +615,74 @@ class ApiService:
         except TopologyUnavailable:
             return {}
 
-    def jobs_of(self, caller: str, team: str | None) -> list[dict[str, Any]]:
-        """The jobs of ``team`` (else of every team the caller sees) with their status and where they
-        landed: three list calls per team (Jobs, Workloads, Kueue's pods), not one per job; a team with
-        no record of Topogov's costs one (its Workloads: a job submitted with ``hyp create
-        hyp-pytorch-job`` is shown too, read-only)."""
+    def jobs_of(
+        self, caller: Caller, team: str | None, limit: int = DEFAULT_PAGE, token: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the jobs of ``team`` (else of every team the caller sees), in team and name
+        order, with their status and where they landed; and the token of the next page (None after
+        the last). At most ``limit`` of Topogov's records a page, read a page at a time from the
+        ledger (finished jobs are listed until their records expire); per team on the page, three
+        list calls (Jobs, Workloads, Kueue's pods), not one per job. A team's first page also shows
+        the jobs submitted with ``hyp create hyp-pytorch-job`` (read-only)."""
         teams = [team] if team else self.visible_teams(caller)
-        nodes = self._snapshot_nodes()
+        start, after = _page_token(token, teams)
         out: list[dict[str, Any]] = []
         pending: list[tuple[str, str]] = []
-        for t in teams:
-            namespace = self._authorize(caller, t).namespace
-            records = self.ledger.list(t)
-            workloads = self.jobs.workloads(namespace)
-            foreign = [
-                w for w in workloads if _read_only(w) and not any(r["name"] == w.owner_name for r in records)
-            ]
-            if not records and not foreign:
-                continue
-            pods_by_uid: dict[str, list[PodView]] = {}
-            for pod in self.jobs.kueue_pods(namespace):
-                key = pod.labels.get(JOB_UID_LABEL) or f"{HPJOB_LABEL}={pod.labels.get(HPJOB_LABEL, '')}"
-                pods_by_uid.setdefault(key, []).append(pod)
-            if records:
-                live = {j.name: j for j in self.jobs.list_jobs(namespace)}
-                by_uid = {w.labels.get(WORKLOAD_JOB_UID_LABEL): w for w in workloads}
-                for r in records:
-                    status, row = _job_row(t, namespace, r, live, by_uid, pods_by_uid, nodes)
-                    if status == "Pending":
-                        pending.append((t, r["name"]))
-                    out.append(row)
-            out.extend(_read_only_row(t, w, pods_by_uid, nodes) for w in foreign)
+        for i in range(start, len(teams)):
+            t = teams[i]
+            after = after if i == start else None
+            rows, after = self._team_page(caller, t, limit - len(out), after, pending)
+            out.extend(rows)
+            if after is not None:
+                return self._with_etas(caller, out, pending), _token(t, after)
+            if len(out) >= limit and i + 1 < len(teams):
+                return self._with_etas(caller, out, pending), _token(teams[i + 1], None)
+        return self._with_etas(caller, out, pending), None
+
+    def _team_page(
+        self, caller: Caller, team: str, limit: int, after: str | None, pending: list[tuple[str, str]]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One team's rows of a page (its read-only rows first, on its first page) and the name to
+        continue after (None: the team is done)."""
+        namespace = self._authorize(caller, team).namespace
+        records, more = self.ledger.page(team, max(1, limit), after)
+        workloads = self.jobs.workloads(namespace)
+        foreign = (
+            [w for w in workloads if _read_only(w) and self.ledger.get(team, w.owner_name) is None]
+            if after is None
+            else []
+        )
+        if not records and not foreign:
+            return [], more
+        nodes = self._snapshot_nodes()
+        pods_by_uid: dict[str, list[PodView]] = {}
+        for pod in self.jobs.kueue_pods(namespace):
+            key = pod.labels.get(JOB_UID_LABEL) or f"{HPJOB_LABEL}={pod.labels.get(HPJOB_LABEL, '')}"
+            pods_by_uid.setdefault(key, []).append(pod)
+        rows = [_read_only_row(team, w, pods_by_uid, nodes) for w in foreign]
+        if records:
+            live = {j.name: j for j in self.jobs.list_jobs(namespace)}
+            by_uid = {w.labels.get(WORKLOAD_JOB_UID_LABEL): w for w in workloads}
+            for r in records:
+                status, row = _job_row(team, namespace, r, live, by_uid, pods_by_uid, nodes)
+                if status == "Pending":
+                    pending.append((team, r["name"]))
+                rows.append(row)
+        return rows, more
+
+    def _with_etas(
+        self, caller: Caller, rows: list[dict[str, Any]], pending: list[tuple[str, str]]
+    ) -> list[dict[str, Any]]:
+        """The page's pending jobs with their estimated start (one run of the model for all)."""
         if pending:
             etas = self.estimates(caller, pending, alternatives=False, budget_s=5.0, detail=False)
-            for j in out:
+            for j in rows:
                 est = etas.get((j["team"], j["name"]))
                 if not j.get("read_only"):
                     j["eta"] = (
                         None if est is None else {k: est.get(k) for k in ("start_in_s", "start_at", "error")}
                     )
-        return out
+        return rows
 
     # -- start estimates ----------------------------------------------------------------------------
     def _forecaster(self) -> Any:
@@ -597,7 +718,7 @@ class ApiService:
 
     def estimates(
         self,
-        caller: str,
+        caller: Caller,
         jobs: list[tuple[str, str]],
         *,
         alternatives: bool = True,
@@ -632,7 +753,7 @@ class ApiService:
         snap = self._snapshot()
         nodes = dict(snap.nodes)
         as_of = now_s - snap.generated_at if snap.generated_at else None
-        admin = self.policy.is_admin(caller)
+        admin = self.policy.is_admin(caller.principal)
 
         def shown_for(team: str) -> Any:
             def shown(owner: Any) -> dict[str, Any]:
@@ -656,13 +777,22 @@ class ApiService:
             )  # fmt: skip
         return out
 
-    def cancel(self, caller: str, team: str, name: str) -> dict[str, Any]:
+    def cancel(self, caller: Caller, team: str, name: str) -> dict[str, Any]:
         t = self._authorize(caller, team)
         record = self.ledger.get(team, name)
         if record is None:
             self._refuse_read_only(t.namespace, team, name)
             raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
-        deleted = self.jobs.delete(record["namespace"], name)
+        job = self.jobs.get(record["namespace"], name)
+        if job is not None and job.labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
+            # A Job of that name made outside Topogov (after its own was released, say): not Topogov's
+            # to delete, so nothing is done.
+            raise Conflict(
+                f"the Job {name!r} in {record['namespace']} was not created by Topogov (it lacks "
+                f"{MANAGED_BY_LABEL}={MANAGED_BY}): not cancelled",
+                {"team": team, "name": name},
+            )
+        deleted = self.jobs.delete(record["namespace"], name) if job is not None else False
         released = self.ledger.release(team, name, "cancelled")
         return {"team": team, "name": name, "job_deleted": deleted, "charge_released": released}
 
@@ -680,7 +810,7 @@ class ApiService:
                     {"team": team, "name": name, "kind": w.owner_kind, "read_only": True},
                 )
 
-    def team_view(self, caller: str, team: str) -> dict[str, Any]:
+    def team_view(self, caller: Caller, team: str) -> dict[str, Any]:
         self._authorize(caller, team)
         t = self.policy_now().teams[team]
         used = self.ledger.usage(team)
@@ -707,11 +837,11 @@ class ApiService:
         }
 
     # -- what if (admins) ----------------------------------------------------------------------------
-    def require_admin(self, caller: str) -> None:
-        if not self.policy.is_admin(caller):
+    def require_admin(self, caller: Caller) -> None:
+        if not self.policy.is_admin(caller.principal):
             raise Forbidden("what-if replays are for the policy's admins (teams.yaml: admins)")
 
-    def whatif(self, caller: str, request: WhatIfRequest) -> dict[str, Any]:
+    def whatif(self, caller: Caller, request: WhatIfRequest) -> dict[str, Any]:
         """``topogov whatif`` on the current snapshot's fleet: the trace under the policy in force
         (``baseline``) and under ``request.policy`` and/or the fleet changes (``proposed``). Admins
         only: a proposed policy and another team's trace are not a member's to see. The request is
@@ -736,8 +866,22 @@ class ApiService:
         if request.policy is not None or request.fleet_change:
             named["proposed"] = (changed, proposed)
         out = compare(trace, named, regime=request.regime, release_lag_s=request.release_lag_s)
-        extra = {"history": history.summary()} if history else {}
+        extra = {"history": self._history_summary(history, request.history)} if history else {}
         return {"jobs": len(trace), "nodes": {k: len(v[0]) for k, v in named.items()}, **extra, **out}
+
+    def _history_summary(self, history: Any, window: str | None) -> dict[str, Any]:
+        """The replayed history's summary, with how far back the ledger can see: a finished job's
+        record is kept ``jobRetentionDays`` after it ended (DynamoDB's time to live)."""
+        from topogov.domain.submission import parse_window
+
+        kept_s = self.policy.job_retention_days * 86400
+        summary: dict[str, Any] = {**history.summary(), "retention_days": self.policy.job_retention_days}
+        if window is not None and parse_window(window) > kept_s:
+            summary["note"] = (
+                f"the ledger keeps a finished job {self.policy.job_retention_days} days: jobs that ended "
+                f"earlier in the {window} window are not in it"
+            )
+        return summary
 
     def _placement_of(self, team: str) -> dict[str, Any] | None:
         """How tight the team's running multi-pod jobs were at the last pass, beside the fleet's."""

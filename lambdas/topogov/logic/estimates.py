@@ -47,7 +47,11 @@ GPU = "nvidia.com/gpu"
 
 
 class LedgerLister(Protocol):
-    def list(self, team: str) -> list[dict[str, Any]]: ...
+    """What an estimate reads of the ledger: a team's live records and its recent run times by GPU
+    count, never its released records (its cost grows with live jobs, not with history)."""
+
+    def live(self, team: str) -> list[dict[str, Any]]: ...
+    def runs(self, team: str) -> dict[int, list[float]]: ...
 
 
 class ClusterLister(Protocol):
@@ -120,6 +124,7 @@ class _TeamRead:
     """One team's part of the state, with what it was read from (to tell whether it still holds)."""
 
     records: list[dict[str, Any]]
+    observed: dict[int, list[float]]
     jobs: list[JobView]
     workloads: list[WorkloadView]
     local_queues: Mapping[str, str]
@@ -132,6 +137,7 @@ class _TeamRead:
     def holds(
         self,
         records: list[dict[str, Any]],
+        observed: dict[int, list[float]],
         jobs: list[JobView],
         workloads: list[WorkloadView],
         local_queues: Mapping[str, str],
@@ -143,6 +149,7 @@ class _TeamRead:
             and _same(jobs, self.jobs)
             and _same(workloads, self.workloads)
             and records == self.records
+            and observed == self.observed
         )
 
 
@@ -191,14 +198,15 @@ def read_state(
     running, queued, owners, stopped = [], [], {}, set()
     cache = cache or WorkloadCache()
     for team_name, team in policy.teams.items():
-        records = list(ledger.list(team_name))
+        records = list(ledger.live(team_name))
+        observed = ledger.runs(team_name)
         jobs = cluster.list_jobs(team.namespace)
         workloads = cluster.workloads(team.namespace)
         part = cache.teams.get(team_name)
-        if part is not None and part.holds(records, jobs, workloads, model.local_queues):
+        if part is not None and part.holds(records, observed, jobs, workloads, model.local_queues):
             cache.keep(part.reads)
         else:
-            part = _read_team(team_name, records, jobs, workloads, model.local_queues, cache)
+            part = _read_team(team_name, records, observed, jobs, workloads, model.local_queues, cache)
             cache.teams[team_name] = part
         running += part.running
         queued += part.queued
@@ -211,6 +219,7 @@ def read_state(
 def _read_team(
     team_name: str,
     records_list: list[dict[str, Any]],
+    observed: dict[int, list[float]],
     job_views: list[JobView],
     workload_views: list[WorkloadView],
     local_queues: Mapping[str, str],
@@ -219,12 +228,6 @@ def _read_team(
     """One team's Workloads as the model's running and queued jobs, with their owners."""
     running, queued, owners, stopped, reads = [], [], {}, set(), []
     records = {r["name"]: r for r in records_list}
-    observed: dict[int, list[float]] = {}
-    for r in records.values():
-        if r.get("ran_s") is not None:
-            d = r.get("decision") or {}
-            gpus = int(d.get("pods") or 0) * int((r.get("shape") or {}).get("per_pod_gpu") or 0)
-            observed.setdefault(gpus, []).append(float(r["ran_s"]))
     jobs = {j.uid: j for j in job_views}
     for obj in workload_views:
         read = cache.read(obj, local_queues)
@@ -253,7 +256,16 @@ def _read_team(
             if read.stopped:
                 stopped.add(wl.cluster_queue)
     return _TeamRead(
-        records_list, job_views, workload_views, local_queues, reads, running, queued, owners, stopped
+        records_list,
+        observed,
+        job_views,
+        workload_views,
+        local_queues,
+        reads,
+        running,
+        queued,
+        owners,
+        stopped,
     )
 
 

@@ -4,10 +4,15 @@ A charge is held while its Job is queued or running. When the Job finished (Comp
 vanished (deleted outside the API), its charge is released, exactly once (the ledger's release is
 conditional). A record still ``reserving`` long after its submission (the API died between the
 charge and the create) is released when no Job of that name exists, and confirmed when its Job
-does. A cancelled job whose Job is still there is deleted (the cancel is finished). A suspended Job
-labelled as the API's with no record at all (a submission rolled back whose create landed late) is
-deleted; any other Job found in a team namespace that the API did not create is reported, never
-adopted.
+does. A cancelled job whose Job is still there is deleted (the cancel is finished). An unfinished
+Job labelled as the API's with no record at all (a submission rolled back whose create landed late),
+or whose charge was released, is deleted; any other Job found in a team namespace that the API did
+not create is reported, never adopted.
+
+A pass reads each team's live records only (the ledger's sparse index) and its unfinished Jobs, so
+its cost grows with the work queued or running, never with the ledger's history; a finished run's
+length is kept with the team's counters (the last :data:`RECENT_RUNS` by GPU count) for the start
+estimates.
 
 Time-bounded fallback: a Job submitted ``required`` with ``fallbackAfter`` that is still pending
 (suspended, its Workload not admitted) once that long has passed since its submission has its
@@ -132,6 +137,9 @@ def fall_back(
     return ledger.record_fallback(team, record["name"], fallback)
 
 
+RECENT_RUNS = 50  # the run times kept per team and GPU count for the start estimates
+
+
 def sync_ledger(
     policy: Policy,
     ledger: LedgerPort,
@@ -140,51 +148,109 @@ def sync_ledger(
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     stale_after_s: float = STALE_RESERVATION_S,
 ) -> SyncSummary:
+    """One pass over every team's live records and unfinished Jobs: what it reads grows with the jobs
+    queued or running, never with the ledger's history (released records are not read)."""
     summary = SyncSummary()
     for team_name, team in sorted(policy.teams.items()):
         in_cluster = {j.name: j for j in jobs.list_jobs(team.namespace)}
-        records = ledger.list(team_name)
-        known = {r["name"] for r in records}
+        records = ledger.live(team_name)
+        ran: dict[int, list[float]] = {}
         for record in records:
-            if record.get("state") == "released":
-                job = in_cluster.get(record["name"])
-                if job is not None and record.get("release_reason") == "cancelled":
-                    status, _ = job_status(job, None)
-                    if status not in ("Succeeded", "Failed"):
-                        # Cancelled, but its Job is still there (the delete failed, or a submission
-                        # racing the cancel created it): finish the cancel, never run it uncharged.
-                        summary.cancels_completed += jobs.delete(team.namespace, record["name"])
-                continue
-            summary.checked += 1
-            job = in_cluster.get(record["name"])
-            if record.get("state") == "reserving":
-                if job is not None:
-                    # The Job was created but the API could not confirm the record: confirm it now.
-                    summary.confirmed += ledger.confirm(team_name, record["name"], {"job_uid": job.uid})
-                elif _age_s(record.get("submitted_at"), now()) >= stale_after_s:
-                    summary.released_abandoned += ledger.release(team_name, record["name"], "abandoned")
-                    continue
-                else:
-                    continue
-            status, _ = job_status(job, None)
-            if status == "Pending" and job is not None:
-                if fall_back(team_name, record, job, ledger, jobs, now()):
-                    summary.fallbacks.append(f"{team_name}/{record['name']}")
-            elif status == "Vanished":
-                summary.released_vanished += ledger.release(team_name, record["name"], "vanished")
-            elif status in ("Succeeded", "Failed"):
-                ran = run_seconds(job) if status == "Succeeded" else None
-                summary.released_finished += ledger.release(team_name, record["name"], status.lower(), ran)
+            _sync_record(
+                team_name,
+                record,
+                in_cluster.get(record["name"]),
+                ledger,
+                jobs,
+                now(),
+                stale_after_s,
+                summary,
+                ran,
+            )
+        _keep_runs(team_name, ledger, ran)
+        known = {r["name"] for r in records}
         for name in sorted(set(in_cluster) - known):
-            job = in_cluster[name]
-            if job.labels.get(MANAGED_BY_LABEL) == "topogov" and ledger.get(team_name, name) is None:
-                # The API's own Job with no record: a submission that failed (its create timed out,
-                # was rolled back, and landed late). Never charged: remove it, started or not (Kueue
-                # admits a late create within a second; it must not run uncharged). The record is
-                # read again first: the API writes it before it creates the Job, so a submission
-                # that raced this pass's listing has one by now.
-                summary.orphans_deleted += jobs.delete(team.namespace, name)
-            else:
-                summary.unmanaged_jobs.append(f"{team.namespace}/{name}")
+            _sync_unrecorded(team_name, team.namespace, in_cluster[name], ledger, jobs, summary)
         summary.in_flight_gpu[team_name] = ledger.usage(team_name).gpu
     return summary
+
+
+def _sync_record(
+    team: str,
+    record: dict[str, Any],
+    job: JobView | None,
+    ledger: LedgerPort,
+    jobs: JobLister,
+    now: dt.datetime,
+    stale_after_s: float,
+    summary: SyncSummary,
+    ran: dict[int, list[float]],
+) -> None:
+    """One live record against its Job: confirm, release (finished, vanished, abandoned) or relax."""
+    if record.get("state") == "released":
+        return  # released a moment ago: the index has not caught up
+    summary.checked += 1
+    name = record["name"]
+    if record.get("state") == "reserving":
+        if job is not None:
+            # The Job was created but the API could not confirm the record: confirm it now.
+            summary.confirmed += ledger.confirm(team, name, {"job_uid": job.uid})
+        elif _age_s(record.get("submitted_at"), now) >= stale_after_s:
+            summary.released_abandoned += ledger.release(team, name, "abandoned")
+            return
+        else:
+            return
+    status, _ = job_status(job, None)
+    if status == "Pending" and job is not None:
+        if fall_back(team, record, job, ledger, jobs, now):
+            summary.fallbacks.append(f"{team}/{name}")
+    elif status == "Vanished":
+        summary.released_vanished += ledger.release(team, name, "vanished")
+    elif status in ("Succeeded", "Failed"):
+        seconds = run_seconds(job) if status == "Succeeded" else None
+        if ledger.release(team, name, status.lower(), seconds):
+            summary.released_finished += 1
+            if seconds is not None:
+                ran.setdefault(_gpus(record), []).append(seconds)
+
+
+def _gpus(record: dict[str, Any]) -> int:
+    """The job's GPUs in all, as the estimates group run times (pods × GPUs per pod)."""
+    decision = record.get("decision") or {}
+    return int(decision.get("pods") or 0) * int((record.get("shape") or {}).get("per_pod_gpu") or 0)
+
+
+def _keep_runs(team: str, ledger: LedgerPort, ran: dict[int, list[float]]) -> None:
+    """Add this pass's finished runs to the team's recent ones (the last :data:`RECENT_RUNS` by GPU
+    count): the start estimates' lengths, read without reading a released record."""
+    if not ran:
+        return
+    kept = ledger.runs(team)
+    for gpus, runs in sorted(ran.items()):
+        ledger.keep_runs(team, gpus, [*kept.get(gpus, []), *runs][-RECENT_RUNS:])
+
+
+def _sync_unrecorded(
+    team: str, namespace: str, job: JobView, ledger: LedgerPort, jobs: JobLister, summary: SyncSummary
+) -> None:
+    """An unfinished Job with no live record. The API's own (Topogov's managed-by label): with no
+    record at all, a submission that failed (its create timed out, was rolled back, and landed
+    late): never charged, so removed, started or not (Kueue admits a late create within a second;
+    it must not run uncharged); with a cancelled record, a cancel whose delete failed (or a
+    submission racing the cancel): finished now; with a record released otherwise (a reservation
+    abandoned before its create landed), removed too. The record is read again first: the API writes it
+    before it creates the Job, so a submission that raced this pass's listing has one by now. Any
+    other Job is reported, never adopted. A finished Job runs nothing: it is not looked at."""
+    status, _ = job_status(job, None)
+    if status in ("Succeeded", "Failed"):
+        return
+    if job.labels.get(MANAGED_BY_LABEL) != "topogov":
+        summary.unmanaged_jobs.append(f"{namespace}/{job.name}")
+        return
+    record = ledger.get(team, job.name)
+    if record is None:
+        summary.orphans_deleted += jobs.delete(namespace, job.name)
+    elif record.get("state") == "released" and record.get("release_reason") == "cancelled":
+        summary.cancels_completed += jobs.delete(namespace, job.name)
+    elif record.get("state") == "released":  # its charge was released (abandoned): not to run uncharged
+        summary.orphans_deleted += jobs.delete(namespace, job.name)

@@ -3,6 +3,7 @@ counters). The adapters implement them (``adapters/ledger.DynamoLedger``, ``adap
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Protocol
 
 from topogov.domain.quantity import Resources
@@ -10,7 +11,10 @@ from topogov.domain.quantity import Resources
 
 class LedgerPort(Protocol):
     """The job ledger and the per-team in-flight counters (the API charges and releases, the
-    reconcile pass confirms, releases finished jobs with their run time and records fallbacks)."""
+    reconcile pass confirms, releases finished jobs with their run time and records fallbacks).
+    ``live``: the records whose jobs are queued or running (what passes and estimates read);
+    ``list``: every record not yet expired (the what-if history); ``page``: the job list's pages;
+    ``runs``/``keep_runs``: the team's recent run times by GPU count (the estimates' lengths)."""
 
     def usage(self, team: str) -> Resources: ...
     def reserve(
@@ -22,6 +26,12 @@ class LedgerPort(Protocol):
     def record_fallback(self, team: str, name: str, fallback: dict[str, Any]) -> bool: ...
     def get(self, team: str, name: str) -> dict[str, Any] | None: ...
     def list(self, team: str) -> list[dict[str, Any]]: ...
+    def live(self, team: str) -> builtins.list[dict[str, Any]]: ...
+    def page(
+        self, team: str, limit: int, after: str | None = None
+    ) -> tuple[builtins.list[dict[str, Any]], str | None]: ...
+    def runs(self, team: str) -> dict[int, builtins.list[float]]: ...
+    def keep_runs(self, team: str, gpus: int, runs: builtins.list[float]) -> None: ...
 
 
 class Counters(Protocol):
