@@ -3,6 +3,8 @@ and tracing, in front of the api function (Lambda proxy integration)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration, Size, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
@@ -12,6 +14,7 @@ from constructs import Construct
 from infra.config import DeployConfig
 from infra.functions import FunctionContext, FunctionSpec, TopogovFunction
 from infra.names import POLICY_PATH, SNAPSHOT_KEY
+from topogov.adapters.tables import LIVE_INDEX
 from topogov.settings import ApiSettings
 
 STAGE = "prod"
@@ -33,9 +36,12 @@ ACCESS_LOG_FORMAT = apigw.AccessLogFormat.json_with_standard_fields(
 
 
 class Api(Construct):
-    def __init__(self, scope: Construct, id: str, *, context: FunctionContext) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, context: FunctionContext, principal_roles: Sequence[str] = ()
+    ) -> None:
         super().__init__(scope, id)
         config, storage = context.config, context.storage
+        self.principal_roles = tuple(principal_roles)
         settings = ApiSettings(
             cluster_name=config.cluster_name,
             policy_file=POLICY_PATH,
@@ -69,6 +75,16 @@ class Api(Construct):
             context=context,
         )
         self._grant(context)
+        if principal_roles:
+            # A caller's role path, which its session's ARN lacks (domain/policy/arn.py,
+            # logic/identity.py): GetRole of exactly the roles the policy's role patterns name (IAM
+            # matches a GetRole's role ARN, path included, against them), so a role no pattern names
+            # is not even readable.
+            self.fn.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="CallersRolePaths", actions=["iam:GetRole"], resources=list(principal_roles)
+                )
+            )
         self.rest_api = self._rest_api(context)
         self.url = self.rest_api.url
 
@@ -101,6 +117,14 @@ class Api(Construct):
                     "dynamodb:DeleteItem",
                 ],
                 resources=[storage.ledger.table_arn],
+            )
+        )
+        # The estimates read the live records through the ledger's sparse index (adapters/tables.py).
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="LiveRecords",
+                actions=["dynamodb:Query"],
+                resources=[f"{storage.ledger.table_arn}/index/{LIVE_INDEX.name}"],
             )
         )
         role.add_to_policy(

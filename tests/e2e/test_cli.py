@@ -119,7 +119,8 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert "flowchart TD" in mermaid and "Layer 4:" in mermaid
     # the governor: objects created by the first pass, kubectl lists them, a hand edit is planned
     # and corrected
-    assert "14 created" in text and "3 unchanged" in text  # namespaces: rbac.yaml
+    # (14 Kueue objects and the 3 teams' pod rules; the namespaces: rbac.yaml)
+    assert "17 created" in text and "3 unchanged" in text
     # what if: a policy change replayed on the snapshot's fleet, its effect in figures
     assert "What if: a policy change replayed on this fleet" in text
     assert re.search(r"^  baseline: \d+ nodes, policy \S*teams\.yaml$", text, re.M)
@@ -190,7 +191,8 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
     assert "  + create   ClusterQueue hyperpod-ns-team-a-clusterqueue" in text
     assert "  + create   LocalQueue hyperpod-ns-team-c/hyperpod-ns-team-c-localqueue" in text
     assert "Namespace" not in text  # deploy/rbac.yaml declares the team namespaces: they are there
-    assert "Plan: 14 to create; 3 unchanged." in text
+    assert "  + create   ConfigMap topogov-system/pod-rules-team-a" in text  # the team pod rules
+    assert "Plan: 17 to create; 3 unchanged." in text
     after = kube.request("GET", "/_emulator/requests").body
     assert {k: v for k, v in after.items() if not k.startswith("GET")} == {
         k: v for k, v in before.items() if not k.startswith("GET")

@@ -77,7 +77,11 @@ def test_the_pass_runs_in_hyperpod_mode_and_reads_the_nodes_as_hyperpod_labels_t
     assert first_pass["patched"] == 0 and first_pass["ec2_calls"] == 0
     assert first_pass["hyperpod_nodes"] >= 18 and first_pass["unavailable"] >= 2
     governor = first_pass["governor"]
-    assert governor["mode"] == "hyperpod" and governor["writes"] == 0
+    # none of the add-on's objects written: only Topogov's own team pod rules (ConfigMaps)
+    assert governor["mode"] == "hyperpod"
+    assert [(c["kind"], c["name"]) for c in governor["pod_rules"]] == [
+        ("ConfigMap", f"pod-rules-team-{t}") for t in "abc"
+    ]
     assert governor["drift"] == [], governor
     assert governor["expected"] == governor["matching"] > 0
 

@@ -43,6 +43,7 @@ KINDS = {
     (ADMISSION, "ValidatingAdmissionPolicyBinding"): "V1ValidatingAdmissionPolicyBinding",
 }
 RECONCILER = "topogov:reconciler"
+RULES_NAMESPACE = "topogov-system"  # domain/team_pods.RULES_NAMESPACE
 API = "topogov:api"
 KUEUE = "kueue.x-k8s.io"
 ALL_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
@@ -194,10 +195,15 @@ def test_team_namespaces_come_from_teams_yaml() -> None:
 
 def test_reconciler_has_exactly_its_permissions() -> None:
     governor_verbs = ("get", "list", "create", "update", "delete")  # no watch: it polls
+    team_namespaces = tuple(f"namespaces:{ns}" for ns in sorted(_team_namespaces()))
     expected = (
         _set(None, "", ("nodes",), ("get", "list", "patch"))
         | _set(None, "", ("pods",), ("list",))
-        | _set(None, "", ("namespaces",), ("list", "create"))  # never read by name, changed or deleted
+        | _set(None, "", ("limitranges",), ("list",))  # what Kueue adds to requests, into the snapshot
+        | _set(None, "node.k8s.io", ("runtimeclasses",), ("list",))
+        | _set(None, "", ("namespaces",), ("list", "create"))  # never read by name or deleted
+        | _set(None, "", team_namespaces, ("patch",))  # their Pod Security labels, by name
+        | _set(RULES_NAMESPACE, "", ("configmaps",), ("list", "create", "patch", "delete"))  # pod rules
         | _set(None, KUEUE, ("clusterqueues",), ("patch",))  # stopPolicy of a removed team's queue
         | _set(
             None,
@@ -270,7 +276,11 @@ def _team_cluster_queues() -> set[str]:
 
 @pytest.mark.parametrize("group", [API, RECONCILER])
 def test_every_team_namespace_has_its_binding_and_no_other_namespace_does(group: str) -> None:
-    namespaces = [b["metadata"]["namespace"] for b in _bindings_of(group) if b["kind"] == "RoleBinding"]
+    namespaces = [
+        b["metadata"]["namespace"]
+        for b in _bindings_of(group)
+        if b["kind"] == "RoleBinding" and b["metadata"]["namespace"] != RULES_NAMESPACE
+    ]
     assert sorted(namespaces) == sorted(_team_namespaces())  # one binding per team namespace, no extra
 
 
@@ -278,7 +288,7 @@ def test_namespaced_roles_are_never_bound_cluster_wide() -> None:
     cluster_bound = {doc["roleRef"]["name"] for doc in _of_kind("ClusterRoleBinding")}
     namespace_bound = {doc["roleRef"]["name"] for doc in _of_kind("RoleBinding")}
     assert cluster_bound == {"topogov-reconciler", "topogov-api-quotas"}
-    assert namespace_bound == {"topogov-api", "topogov-reconciler-team"}
+    assert namespace_bound == {"topogov-api", "topogov-reconciler-team", "topogov-reconciler-pod-rules"}
 
 
 def test_bindings_name_only_the_two_groups() -> None:
@@ -291,7 +301,7 @@ def test_bindings_name_only_the_two_groups() -> None:
 
 def test_bound_namespaces_are_declared_so_one_apply_works_on_a_fresh_cluster() -> None:
     declared = {doc["metadata"]["name"] for doc in _of_kind("Namespace")}
-    assert declared == _team_namespaces()
+    assert declared == _team_namespaces() | {RULES_NAMESPACE}
     for i, doc in enumerate(DOCS):  # kubectl applies the documents in file order
         if doc["kind"] == "RoleBinding":
             earlier = {d["metadata"]["name"] for d in DOCS[:i] if d["kind"] == "Namespace"}
@@ -300,12 +310,18 @@ def test_bound_namespaces_are_declared_so_one_apply_works_on_a_fresh_cluster() -
 
 # --- admission policy: structure ------------------------------------------------------------------
 
-POLICY = _one("ValidatingAdmissionPolicy")
+
+def _named(kind: str, name: str) -> dict[str, Any]:
+    (doc,) = [d for d in _of_kind(kind) if d["metadata"]["name"] == name]
+    return doc
+
+
+POLICY = _named("ValidatingAdmissionPolicy", "topogov-reconciler-node-topology-labels-only")
 SPEC = POLICY["spec"]
 
 
 def test_policy_binding_references_the_policy_and_denies() -> None:
-    binding = _one("ValidatingAdmissionPolicyBinding")
+    binding = _named("ValidatingAdmissionPolicyBinding", POLICY["metadata"]["name"])
     assert binding["spec"]["policyName"] == POLICY["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     assert "paramRef" not in binding["spec"] and "paramKind" not in SPEC
@@ -332,13 +348,59 @@ def test_policy_compares_every_metadata_field_but_the_bookkeeping_ones() -> None
         assert f"object.metadata.{name} == oldObject.metadata.{name}" in compared, name
 
 
-def test_every_cel_expression_parses() -> None:
-    expressions = [c["expression"] for c in SPEC["matchConditions"]]
-    expressions += [v["expression"] for v in SPEC["variables"]]
-    for v in SPEC["validations"]:
-        expressions += [v["expression"], v["messageExpression"]]
+@pytest.mark.parametrize("policy", [p["metadata"]["name"] for p in _of_kind("ValidatingAdmissionPolicy")])
+def test_every_cel_expression_parses(policy: str) -> None:
+    spec = _named("ValidatingAdmissionPolicy", policy)["spec"]
+    expressions = [c["expression"] for c in spec.get("matchConditions") or []]
+    expressions += [v["expression"] for v in spec.get("variables") or []]
+    for v in spec["validations"]:
+        expressions += [v["expression"], *([v["messageExpression"]] if "messageExpression" in v else [])]
+        assert "\n" not in v["message"]  # the API server rejects multi-line messages
     for expression in expressions:
         cel.compile(expression)
+
+
+def test_each_policy_has_one_deny_binding_the_team_pods_one_per_team() -> None:
+    bindings = _of_kind("ValidatingAdmissionPolicyBinding")
+    for policy in _of_kind("ValidatingAdmissionPolicy"):
+        name = policy["metadata"]["name"]
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        mine = [b for b in bindings if b["spec"]["policyName"] == name]
+        assert mine and all(b["spec"]["validationActions"] == ["Deny"] for b in mine), name
+    team_pods = [b for b in bindings if b["spec"]["policyName"] == "topogov-team-pods"]
+    from topogov.domain.policy import load_policy_file
+    from topogov.domain.team_pods import rules_name
+
+    policy = load_policy_file(TEAMS)
+    want = {(t.namespace, rules_name(name)) for name, t in policy.teams.items()}
+    have = {
+        (
+            b["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            b["spec"]["paramRef"]["name"],
+        )
+        for b in team_pods
+    }
+    assert have == want
+    for b in team_pods:
+        assert b["spec"]["paramRef"]["namespace"] == RULES_NAMESPACE
+        assert b["spec"]["paramRef"]["parameterNotFoundAction"] == "Deny"  # no rules yet: refused
+
+
+def test_the_team_namespaces_carry_their_teams_pod_security_labels() -> None:
+    from topogov.domain.policy import load_policy_file
+    from topogov.domain.team_pods import pod_security_labels
+
+    policy = load_policy_file(TEAMS)
+    declared = {d["metadata"]["name"]: d["metadata"]["labels"] for d in _of_kind("Namespace")}
+    for team in policy.teams.values():
+        labels = declared[team.namespace]
+        assert {k: v for k, v in labels.items() if k.startswith("pod-security.")} == pod_security_labels(team)
+
+
+def test_the_reconciler_may_create_and_label_only_the_team_namespaces() -> None:
+    spec = _named("ValidatingAdmissionPolicy", "topogov-reconciler-team-namespaces")["spec"]
+    names = {v["name"]: v["expression"] for v in spec["variables"]}["teamNamespaces"]
+    assert sorted(re.findall(r"'([^']+)'", names)) == sorted(_team_namespaces())
 
 
 # --- admission policy: executed -------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from topogov.adapters.kube_objects import KubeObjects, object_path
 from topogov.domain.labels import MANAGED_BY_LABEL
 from topogov.domain.policy import load_policy as _load_text
+from topogov.domain.team_pods import RULES_NAMESPACE
 from topogov.logic.governor import Action, Governor, format_plan
 
 from ..unit.test_governor_render import sample_snapshot
@@ -64,6 +65,9 @@ def logged():
 
 @pytest.fixture
 def governor(kube, logged):
+    # topogov-system, where the governor keeps the team pod rules, as deploy/rbac.yaml declares it
+    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": RULES_NAMESPACE}})
+    kube.request("DELETE", "/_emulator/requests")
     return Governor(KubeObjects(kube), log=Recorder(logged))
 
 
@@ -87,8 +91,12 @@ def test_first_pass_creates_everything_and_the_next_writes_nothing(kube, governo
     assert summary.complete, summary.failures
     plan = summary.plan
     # 2 namespaces, 2 Topologies (3 and 4 layers), 2 flavors, 1 cohort, 2 priority classes, 2 ClusterQueues,
-    # 2 LocalQueues
-    assert plan.count(Action.CREATE) == 13 and summary.applied == 13
+    # 2 LocalQueues; and the 2 teams' pod rules (ConfigMaps in topogov-system)
+    assert plan.count(Action.CREATE) == 15 and summary.applied == 15
+    rules = [c.name for c in plan.changes if c.kind == "ConfigMap"]
+    assert rules == ["pod-rules-team-a", "pod-rules-team-b"]
+    ns = get(kube, "/api/v1/namespaces/hyperpod-ns-team-a")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     lq = get(kube, object_path(V1B1, "LocalQueue", "hyperpod-ns-team-a-localqueue", "hyperpod-ns-team-a"))
     assert lq["spec"]["clusterQueue"] == CQ_A  # (Kueue defaults stopPolicy: None on it)
     assert get(kube, cq_path(CQ_A))["metadata"]["labels"][MANAGED_BY_LABEL] == "topogov"
@@ -97,7 +105,7 @@ def test_first_pass_creates_everything_and_the_next_writes_nothing(kube, governo
     again = governor.run(policy, sample_snapshot(), kube.counters)
     assert again.plan.changes == [] and again.plan.unchanged == 13
     assert writes(kube) == {}  # no write without drift
-    assert again.k8s_reads == 7  # one list per kind, whatever the number of teams
+    assert again.k8s_reads == 8  # one list per kind, whatever the number of teams (and the pod rules')
 
 
 def test_owned_object_edited_by_hand_is_corrected_and_logged(kube, governor, logged):
@@ -242,7 +250,8 @@ def test_removed_team_with_running_jobs_is_stopped_and_drained_not_deleted(kube,
         and f"1 unfinished Job(s) in {ns}: train" in hold.reason
     )
     assert by[("LocalQueue", "hyperpod-ns-team-c-localqueue")].action == Action.KEEP
-    assert Action.DELETE not in {c.action for c in plan.changes}
+    assert Action.DELETE not in {c.action for c in plan.changes if c.kind != "ConfigMap"}
+    assert by[("ConfigMap", "pod-rules-team-c")].action == Action.DELETE  # no new pod of a removed team
 
     assert governor.apply(plan).complete
     cq = get(kube, cq_path(cq_c))
@@ -267,7 +276,7 @@ def test_removed_team_with_running_jobs_is_stopped_and_drained_not_deleted(kube,
     final = governor.run(smaller, sample_snapshot())
     assert final.complete
     deleted = [(c.kind, c.name) for c in final.plan.changes if c.action == Action.DELETE]
-    assert deleted == [("LocalQueue", "hyperpod-ns-team-c-localqueue"), ("ClusterQueue", cq_c)]
+    assert deleted == [("LocalQueue", "hyperpod-ns-team-c-localqueue"), ("ClusterQueue", cq_c)], deleted
     _wait(lambda: get(kube, cq_path(cq_c)) is None, "Kueue releases the queue's finalizer")
     assert get(kube, f"/api/v1/namespaces/{ns}") is not None
 
@@ -310,7 +319,7 @@ def test_quotas_above_capacity_are_a_warning_with_the_numbers(kube, governor):
     assert "warning: nominal nvidia.com/gpu quotas add up to 664" in format_plan(plan)
 
 
-def test_v1beta2_objects_are_written_with_cohort_name(kube, logged):
+def test_v1beta2_objects_are_written_with_cohort_name(kube, governor, logged):
     gov = Governor(KubeObjects(kube), api_version="v1beta2", log=Recorder(logged))
     summary = gov.run(load_policy(policy_doc()), sample_snapshot())
     assert summary.complete
@@ -336,12 +345,13 @@ def test_a_conflicting_writer_is_retried_and_a_failing_write_is_reported(server,
 
     # A write the API server keeps refusing is reported; the other objects are still written.
     server[0].reset()
+    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": RULES_NAMESPACE}})
     rule = {"method": "POST", "path": "/clusterqueues$", "status": 500, "times": 100}
     assert kube.request("POST", "/_emulator/faults", body=rule).status in (200, 201)
     summary = governor.run(policy, sample_snapshot())
     assert not summary.complete
     assert {f["object"] for f in summary.failures} == {f"ClusterQueue {CQ_A}", f"ClusterQueue {CQ_B}"}
-    assert summary.applied == 11  # the other 11 objects
+    assert summary.applied == 13  # the other 11 objects, and the 2 teams' pod rules
     kube.request("DELETE", "/_emulator/faults")
     assert governor.run(policy, sample_snapshot()).applied == 2  # the next pass converges
 
@@ -380,7 +390,7 @@ def test_a_mixed_fleet_from_one_shared_topology_moves_only_the_p5_flavor(kube, g
         governor.objects.create(obj)
     plan = governor.plan(policy, sample_snapshot())
     summary_text = format_plan(plan)
-    assert [(c.action, c.kind, c.name) for c in plan.writes] == [
+    assert [(c.action, c.kind, c.name) for c in plan.writes if c.kind != "ConfigMap"] == [
         (Action.CREATE, "Topology", "topogov-3-layers"),
         (Action.RECREATE, "ResourceFlavor", "p5.48xlarge"),
         (Action.UPDATE, "ClusterQueue", CQ_A),
@@ -411,5 +421,5 @@ def test_a_p5_only_cluster_keeps_its_three_layer_topology(kube, governor):
     for obj in legacy_objects(policy, only_p5, levels=3):
         governor.objects.create(obj)
     plan = governor.plan(policy, only_p5)
-    assert plan.changes == [], format_plan(plan)
+    assert [c for c in plan.changes if c.kind != "ConfigMap"] == [], format_plan(plan)
     assert plan.topologies == {"p5.48xlarge": "topogov-network"}

@@ -55,6 +55,11 @@ JUSTIFIED: dict[tuple[str, str], str] = {
     ("reconcile", "xray:PutTelemetryRecords"): "Lambda's X-Ray daemon sends the traces with the role",
     ("api", "xray:PutTraceSegments"): "Lambda's X-Ray daemon sends the traces with the role",
     ("api", "xray:PutTelemetryRecords"): "Lambda's X-Ray daemon sends the traces with the role",
+    ("api", "iam:GetRole"): (
+        "the path of a calling role (a session's ARN lacks it), read when an assumed-role session calls "
+        "(logic/identity.py); the rehearsal's callers are IAM users, tests/hardening/test_escape.py "
+        "calls as sessions and observes the grant's bound"
+    ),
     ("reconcile", "sqs:SendMessage"): (
         "the Lambda service sends an asynchronous event that failed every retry to the function's "
         "dead-letter queue with the function's role (Lambda Developer Guide, invocation-async: "
@@ -64,6 +69,7 @@ JUSTIFIED: dict[tuple[str, str], str] = {
 # Kubernetes rules nothing here exercised, and why they stay (keys as the report names the rules).
 _CLUSTER = "topogov-reconciler [cluster]"
 _TEAMS = "topogov-reconciler-team [namespaces: hyperpod-ns-team-a, hyperpod-ns-team-b, hyperpod-ns-team-c]"
+_PODS = "topogov-reconciler-pod-rules [namespaces: topogov-system]"
 RBAC_JUSTIFIED: dict[str, str] = {
     f"{_CLUSTER}: create namespaces": (
         "the governor creates a team's namespace when it is missing (a Namespace CREATE of "
@@ -96,6 +102,19 @@ RBAC_JUSTIFIED: dict[str, str] = {
         "in HyperPod mode only, the API reads each team's quota in force from the task governance "
         "add-on's ClusterQueue by name (logic/api_service.py policy_now); this rehearsal's cluster is "
         "plain EKS (tests/e2e/test_hyperpod_local.py makes those reads as topogov:api)"
+    ),
+    f"{_CLUSTER}: patch namespaces": (
+        "the Pod Security labels of a team namespace, by server-side apply, when they differ from the "
+        "team's level (logic/governor/team_pods.py); deploy/rbac.yaml declares them right here"
+    ),
+    f"{_PODS}: create configmaps": (
+        "a server-side apply that creates an object is authorized as create too (kube-apiserver "
+        "endpoints/handlers/patch.go, createAuthorizerAttributes), which the audit log records as the "
+        "patch it is: the team pod rules' first apply"
+    ),
+    f"{_PODS}: delete configmaps": (
+        "the pod rules of a team no longer in teams.yaml (logic/governor/team_pods.py); no team is "
+        "removed here"
     ),
     f"{_TEAMS}: get kueue.x-k8s.io/workloads": (
         "the fallback reads the Workload again when Kueue refused its JSON patch (admitted "

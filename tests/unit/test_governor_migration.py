@@ -131,6 +131,18 @@ class KueueStandIn:
     def unfinished_jobs(self, namespace: str) -> list[str] | None:
         return []
 
+    def apply(self, obj: dict[str, Any]) -> dict:
+        """Server-side apply, as far as the team pod rules use it: labels and data merged in."""
+        key = (obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+        old = self.objects.get(key)
+        if old is None:
+            return self.create(obj)
+        new = copy.deepcopy(old)
+        new["metadata"].setdefault("labels", {}).update(obj["metadata"].get("labels") or {})
+        if "data" in obj:
+            new["data"] = dict(obj["data"])
+        return self.replace(new) or new
+
 
 class AsViews:
     """The governor's port over the stand-in, as ``KubeObjects`` is over the API server: what it
@@ -161,6 +173,12 @@ class AsViews:
 
     def unfinished_jobs(self, namespace: str) -> list[str] | None:
         return self.kueue.unfinished_jobs(namespace)
+
+    def list_in(self, api_version: str, kind: str, namespace: str) -> list[ObjectView]:
+        return [v for v in self.list(api_version, kind) if v.namespace == namespace]
+
+    def apply(self, obj: dict[str, Any], field_manager: str) -> ObjectView:
+        return object_view(self.kueue.apply(obj))
 
 
 def _flavors(cq: dict[str, Any]) -> set[str]:

@@ -3,7 +3,8 @@
 Writes are plain REST: ``POST`` to create, ``PUT`` with the object's ``resourceVersion`` to correct
 drift (optimistic concurrency: a 409 means someone wrote in between, and the caller re-reads and
 tries again), JSON merge patch for the stop policy of a removed team's ClusterQueue, ``DELETE`` for
-what the policy no longer has.
+what the policy no longer has; server-side apply (``PATCH`` ``application/apply-patch+yaml`` with a
+field manager) for the team pods' objects (``logic/governor/team_pods.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import builtins
 from collections.abc import Mapping
 from typing import Any
 
-from topogov.adapters.kube import MERGE_PATCH, KubeHttp, Response
+from topogov.adapters.kube import APPLY_PATCH, MERGE_PATCH, KubeHttp, Response
 from topogov.domain.errors import KubernetesError
 from topogov.domain.jobs import job_status
 from topogov.domain.views.batch import JobView
@@ -27,8 +28,9 @@ PLURALS = {
     "WorkloadPriorityClass": "workloadpriorityclasses",
     "ClusterQueue": "clusterqueues",
     "LocalQueue": "localqueues",
+    "ConfigMap": "configmaps",
 }
-NAMESPACED = frozenset({"LocalQueue"})
+NAMESPACED = frozenset({"LocalQueue", "ConfigMap"})
 
 
 def object_path(api_version: str, kind: str, name: str | None = None, namespace: str | None = None) -> str:
@@ -75,6 +77,31 @@ class KubeObjects:
         if resp.status != 200:
             raise _fail(resp, f"list {kind}")
         return [object_view({"apiVersion": api_version, "kind": kind, **i}) for i in items]
+
+    def list_in(self, api_version: str, kind: str, namespace: str) -> builtins.list[ObjectView]:
+        """Every object of a namespaced ``kind`` in ``namespace`` (none when it does not exist)."""
+        items, resp = self.http.list_all(object_path(api_version, kind, None, namespace))
+        if resp.status == 404:
+            return []
+        if resp.status != 200:
+            raise _fail(resp, f"list {kind} in {namespace}")
+        return [object_view({"apiVersion": api_version, "kind": kind, **i}) for i in items]
+
+    def apply(self, obj: Mapping[str, Any], field_manager: str) -> ObjectView:
+        """Server-side apply of ``obj`` (created when missing): the fields it names become
+        ``field_manager``'s, taken from another manager if need be (``force``: these fields are
+        Topogov's by the policy)."""
+        kind, name, ns = ref(obj)
+        resp = self.http.request(
+            "PATCH",
+            object_path(obj["apiVersion"], kind, name, ns),
+            query={"fieldManager": field_manager, "force": "true"},
+            body=dict(obj),
+            content_type=APPLY_PATCH,
+        )
+        if resp.status not in (200, 201):
+            raise _fail(resp, f"apply {kind} {name}")
+        return object_view(resp.body)
 
     def create(self, obj: Mapping[str, Any]) -> ObjectView:
         kind, name, ns = ref(obj)

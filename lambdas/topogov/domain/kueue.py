@@ -73,6 +73,7 @@ from topogov.domain.labels import (
     HOSTNAME_LABEL,
     INSTANCE_TYPE_LABEL,
     KUEUE_GROUP,
+    MANAGED_BY,
     MANAGED_BY_LABEL,
     NAMESPACE_NAME_LABEL,
     TEAM_LABEL,
@@ -81,12 +82,12 @@ from topogov.domain.labels import (
 from topogov.domain.policy import Policy, Team
 from topogov.domain.quantity import CPU, GOVERNED, GPU, MEMORY, Resources, amount_of, quantity_json
 from topogov.domain.snapshot import Snapshot
+from topogov.domain.team_pods import pod_security_labels
 from topogov.domain.tree import NodeCapacity
 
 ApiVersion = Literal["v1beta1", "v1beta2"]
 API_VERSIONS: tuple[ApiVersion, ...] = ("v1beta1", "v1beta2")
 
-MANAGED_BY = "topogov"
 TOPOLOGY_PREFIX = "topogov-"
 DEFAULT_COHORT = "topogov"
 CLUSTER_QUEUE_SUFFIX = "-clusterqueue"
@@ -260,6 +261,14 @@ def _meta(name: str, *, namespace: str | None = None, team: str | None = None) -
     return meta
 
 
+def namespace_object(team: Team) -> dict[str, Any]:
+    """A team's Namespace as the governor creates it: Topogov's and the team's labels, and the Pod
+    Security labels of the team's level (``domain/team_pods.py``)."""
+    meta = _meta(team.namespace, team=team.name)
+    meta["labels"] |= pod_security_labels(team)
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
 def _kueue(kind: str, api_version: ApiVersion, metadata: dict[str, Any], **body: Any) -> dict[str, Any]:
     return {"apiVersion": f"{KUEUE_GROUP}/{api_version}", "kind": kind, "metadata": metadata, **body}
 
@@ -345,9 +354,7 @@ def render(
         raise ValueError("flavors must have distinct instance types")
     teams = [policy.teams[name] for name in sorted(policy.teams)]
 
-    objects: list[dict[str, Any]] = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(t.namespace, team=t.name)} for t in teams
-    ]
+    objects: list[dict[str, Any]] = [namespace_object(t) for t in teams]
     for depth in sorted({f.depth for f in flavors}):
         objects.append(topology_object(topology_name(depth), topology_levels(depth), api_version))
     objects += [flavor_object(f, api_version, f.topology) for f in flavors]

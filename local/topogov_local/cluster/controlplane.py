@@ -63,10 +63,16 @@ CONTROLLERS = (
     "clusterrole-aggregation-controller",
     "root-ca-certificate-publisher-controller",
 )
+# The API server as EKS runs it: privileged containers allowed (EKS's kube-apiserver runs with
+# --allow-privileged=true: an EKS node runs the privileged aws-node and kube-proxy pods), Pod Security
+# admission on (a default plugin since Kubernetes 1.25), and EKS's admission plugins, among them
+# ExtendedResourceToleration (enabled since EKS 1.19: aws/containers-roadmap#739), which adds a
+# toleration of a requested extended resource's taint (nvidia.com/gpu) to the pods that request it.
+ALLOW_PRIVILEGED = "--allow-privileged=true"
 ADMISSION = (
     "NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,DefaultTolerationSeconds,"
     "NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy,"
-    "ResourceQuota,Priority"
+    "ResourceQuota,Priority,ExtendedResourceToleration,RuntimeClass,PodSecurity"
 )
 
 
@@ -249,6 +255,7 @@ class ControlPlane:
                 f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
                 f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}",
                 "--authorization-mode=Node,RBAC",
+                ALLOW_PRIVILEGED,
                 f"--enable-admission-plugins={ADMISSION}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={d / 'sa.pub'}",

@@ -210,6 +210,17 @@ def _priority_class(body: Mapping[str, Any]) -> WorkloadPriorityClassView:
     return WorkloadPriorityClassView(**ObjectView.fields(body), value=int(body.get("value") or 0))
 
 
+@view(kw_only=True)
+class ConfigMapView(ObjectView):
+    """A ConfigMap: its ``data`` (string values)."""
+
+    data: Mapping[str, str] = field(default_factory=empty)
+
+
+def _config_map(body: Mapping[str, Any]) -> ConfigMapView:
+    return ConfigMapView(**ObjectView.fields(body), data=body.get("data") or {})
+
+
 def _plain(body: Mapping[str, Any]) -> ObjectView:
     kind = NamespaceView if body.get("kind") == "Namespace" else CohortView
     return kind(**ObjectView.fields(body))
@@ -223,6 +234,7 @@ VIEWS = {
     "WorkloadPriorityClass": _priority_class,
     "ClusterQueue": cluster_queue,
     "LocalQueue": _local_queue,
+    "ConfigMap": _config_map,
 }
 
 

@@ -37,7 +37,8 @@ from topogov.domain.labels import KUEUE_GROUP, MANAGED_BY_LABEL, SAGEMAKER_MANAG
 from topogov.domain.policy import Policy, PolicyError
 from topogov.domain.views.objects import ObjectView, object_view
 from topogov.logic.governor.drift import Ref, drift
-from topogov.logic.governor.plan import KINDS, ObjectsPort
+from topogov.logic.governor.plan import KINDS, Change, ObjectsPort
+from topogov.logic.governor.team_pods import apply_team_pods, plan_team_pods, read_configmaps
 from topogov.logic.ports import Counters
 
 MISSING, DIFFERS, UNEXPECTED = "missing", "differs", "unexpected"
@@ -69,7 +70,8 @@ class ObjectDrift:
 
 @dataclass
 class AddonReport:
-    """A HyperPod-mode governor pass: what the add-on keeps against ``teams.yaml``; nothing written."""
+    """A HyperPod-mode governor pass: what the add-on keeps against ``teams.yaml`` (none of its
+    objects written), and Topogov's own team pod rules (``team_pods.py``) kept."""
 
     api_version: str
     mode: Mode
@@ -80,8 +82,9 @@ class AddonReport:
     skipped: str | None = None  # why nothing was compared
     failures: list[dict[str, Any]] = field(default_factory=list)
     k8s_reads: int = 0
-    k8s_writes: int = 0  # always 0: the add-on owns these objects
+    k8s_writes: int = 0  # Topogov's team pod rules only: the add-on owns the Kueue objects
     duration_s: float = 0.0
+    pod_rules: list[Change] = field(default_factory=list)  # writes of the team pod rules
 
     @property
     def complete(self) -> bool:
@@ -94,7 +97,8 @@ class AddonReport:
         return {
             "mode": self.mode.name,
             "api_version": self.api_version,
-            "writes": 0,
+            "writes": len(self.pod_rules),
+            "pod_rules": [c.to_json() for c in self.pod_rules],
             "expected": self.expected,
             "matching": self.matching,
             "counts": {s: self.count(s) for s in STATES},
@@ -193,17 +197,28 @@ class AddonWatch:
 
     def run(self, policy: Policy, mode: Mode, counters: Counters | None = None) -> AddonReport:
         started = self._clock()
-        reads0 = counters.reads if counters is not None else 0
+        reads0, writes0 = (counters.reads, counters.writes) if counters is not None else (0, 0)
         try:
             report = self.report(policy, mode)
         except KubernetesError as exc:
             report = AddonReport(api_version=self.group_version, mode=mode, skipped=str(exc))
             report.failures.append({"object": None, "action": "read", "error": str(exc)})
         report.warnings = [*mode.warnings, *report.warnings]
+        self._keep_pod_rules(policy, report)
         if counters is not None:
             report.k8s_reads = counters.reads - reads0
+            report.k8s_writes = counters.writes - writes0
         report.duration_s = round(self._clock() - started, 4)
         return report
+
+    def _keep_pod_rules(self, policy: Policy, report: AddonReport) -> None:
+        """The team pod rules' ConfigMaps, Topogov's own objects (the namespaces are the add-on's)."""
+        try:
+            report.pod_rules = plan_team_pods(policy, None, read_configmaps(self.objects))
+            for change in report.pod_rules:
+                apply_team_pods(self.objects, change)
+        except KubernetesError as exc:
+            report.failures.append({"object": "pod rules", "action": "apply", "error": str(exc)})
 
 
 def format_report(report: AddonReport) -> str:

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from decimal import InvalidOperation
 from typing import Any, cast
 
-from topogov.domain.kueue import MANAGED_BY, ApiVersion, topology_object
-from topogov.domain.labels import MANAGED_BY_LABEL, RENDERED_ANNOTATION
+from topogov.domain.kueue import ApiVersion, topology_object
+from topogov.domain.labels import MANAGED_BY, MANAGED_BY_LABEL, RENDERED_ANNOTATION
 from topogov.domain.quantity import parse_quantity
 from topogov.domain.views.objects import (
     ClusterQueueView,

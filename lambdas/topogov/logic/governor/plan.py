@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from topogov.domain.kueue import MANAGED_BY
-from topogov.domain.labels import MANAGED_BY_LABEL
+from topogov.domain.labels import MANAGED_BY, MANAGED_BY_LABEL
 from topogov.domain.views.objects import ObjectView
 
 OWNED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
@@ -50,6 +49,8 @@ class ObjectsPort(Protocol):
     ) -> ObjectView: ...
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool: ...
     def unfinished_jobs(self, namespace: str) -> builtins.list[str] | None: ...
+    def list_in(self, api_version: str, kind: str, namespace: str) -> builtins.list[ObjectView]: ...
+    def apply(self, obj: Mapping[str, Any], field_manager: str) -> ObjectView: ...
 
 
 class Action(enum.StrEnum):
@@ -162,7 +163,9 @@ def format_plan(plan: Plan) -> str:
     """The plan as ``topogov governor plan`` prints it."""
     lines: list[str] = []
     if plan.skipped:
-        return f"Nothing to plan: {plan.skipped}\n"
+        lines.append(f"Nothing to plan: {plan.skipped}")
+        lines += [f"  {SYMBOL[c.action]} {c.action:<8} {c.object}" for c in plan.changes]
+        return "\n".join(lines) + "\n"
     shown = ", ".join(f"{f} in {plan.topologies[f]}" if f in plan.topologies else f for f in plan.flavors)
     head = f"Kueue objects ({plan.api_version}) for {len(plan.flavors)} GPU flavor(s): {shown}"
     lines.append(textwrap.fill(head, 100, subsequent_indent="    ", break_on_hyphens=False))

@@ -46,6 +46,7 @@ from topogov.logic.governor.plan import (
     ObjectsPort,
     Plan,
 )
+from topogov.logic.governor.team_pods import apply_team_pods, is_team_pods, plan_team_pods, read_configmaps
 from topogov.logic.ports import Counters
 
 # --- the governor ------------------------------------------------------------------------------------
@@ -90,8 +91,10 @@ class Governor:
         if not flavors:
             plan.skipped = (
                 "no GPU node in the topology snapshot yet (the labeler has not run, or the fleet has no "
-                "GPU nodes): nothing rendered, nothing changed or deleted"
+                "GPU nodes): nothing rendered, no Kueue object changed or deleted"
             )
+            namespaces = {o.name: o for o in self.objects.list("v1", "Namespace")}
+            plan.changes += plan_team_pods(policy, namespaces, read_configmaps(self.objects))
             return plan
         plan.flavors = [f.instance_type for f in flavors]
         capacity = Resources()
@@ -114,6 +117,8 @@ class Governor:
         order = {k: i for i, k in enumerate(KINDS)}  # creation order; re-creations in their kind's place
         plan.changes.sort(key=lambda c: order[c.kind])
         self._plan_removals(plan, self._stale(plan, live, wanted))
+        namespaces = {ref[1]: o for ref, o in live.items() if ref[0] == "Namespace"}
+        plan.changes += plan_team_pods(policy, namespaces, read_configmaps(self.objects))
         return plan
 
     def _live(self) -> dict[Ref, ObjectView]:
@@ -375,7 +380,10 @@ class Governor:
         raise KubernetesError(409, f"update ClusterQueue {cq.name}", "kept conflicting")
 
     def _apply_one(self, change: Change) -> None:
-        if change.action == Action.CREATE:
+        if is_team_pods(change):
+            apply_team_pods(self.objects, change)
+            self._log.info(str(change.action), extra={"object": change.object, "diff": change.diff})
+        elif change.action == Action.CREATE:
             assert change.desired is not None
             desired = queue_as_allowed(change.desired, self._withheld)
             self.objects.create(to_create(desired))
