@@ -224,9 +224,37 @@ def run(args: argparse.Namespace) -> int:
     checks.append(_guard("CDK bootstrap", bootstrap_check, aws, who["Account"]))
     checks.append(_guard("Lambda concurrency", concurrency_check, aws, ctx))
     checks.append(_guard("API Gateway logging role", cloudwatch_role_check, aws, ctx))
-    checks.extend(cluster_checks(aws, ctx, cluster, args.kubeconfig))
+    checks.extend(cluster_checks(aws, ctx, cluster, args.kubeconfig, _policy(Path(args.app), ctx)))
     checks.extend(policy_checks(Path(args.app), ctx))
+    checks.append(_guard("direct invocation", _api_function_check, aws))
     return print_checks(checks)
+
+
+def _policy(app_dir: Path, ctx: Context) -> Any:
+    """The deploy's team policy, or None when it does not load (``policy_checks`` says why)."""
+    from topogov.domain.policy import PolicyError, load_policy_file
+
+    path = Path(ctx.policy_file)
+    try:
+        return load_policy_file(path if path.is_absolute() else app_dir / path)
+    except (PolicyError, OSError):
+        return None
+
+
+def _api_function_check(aws: Aws) -> Check:
+    """Who may invoke the deployed api function directly (``preflight_pods.direct_invoke_check``)."""
+    from topogov_cli.preflight_pods import direct_invoke_check
+
+    state = stack_state(aws)
+    names = [
+        r["PhysicalResourceId"]
+        for r in (state[1] if state else [])
+        if r["ResourceType"] == "AWS::Lambda::Function" and r["LogicalResourceId"].startswith("ApiHandler")
+    ]
+    if not names:
+        return ("direct invocation", True, "the api function is not deployed yet: checked after the deploy")
+    arn = aws("lambda").get_function(FunctionName=names[0])["Configuration"]["FunctionArn"]
+    return direct_invoke_check(aws, arn)
 
 
 def _guard(what: str, check: Callable[..., Check], *args: Any) -> Check:
@@ -371,7 +399,9 @@ def cloudwatch_role_check(aws: Aws, ctx: Context) -> Check:
 
 
 # -- the cluster -----------------------------------------------------------------------------------------
-def cluster_checks(aws: Aws, ctx: Context, name: str, kubeconfig: str | None) -> list[Check]:
+def cluster_checks(
+    aws: Aws, ctx: Context, name: str, kubeconfig: str | None, policy: Any = None
+) -> list[Check]:
     try:
         cluster = aws("eks").describe_cluster(name=name)["cluster"]
     except Exception as exc:
@@ -391,7 +421,7 @@ def cluster_checks(aws: Aws, ctx: Context, name: str, kubeconfig: str | None) ->
         *endpoint_checks(aws, ctx, cluster),
         _guard("access entries", access_entries_check, aws, name),
     ]
-    return checks + kueue_checks(aws, ctx, name, cluster, kubeconfig)
+    return checks + kueue_checks(aws, ctx, name, cluster, kubeconfig, policy)
 
 
 def auth_mode_check(cluster: Mapping[str, Any], name: str) -> Check:
@@ -537,7 +567,7 @@ def kube_http(aws: Aws, name: str, cluster: Mapping[str, Any], kubeconfig: str |
 
 
 def kueue_checks(
-    aws: Aws, ctx: Context, name: str, cluster: Mapping[str, Any], kubeconfig: str | None
+    aws: Aws, ctx: Context, name: str, cluster: Mapping[str, Any], kubeconfig: str | None, policy: Any = None
 ) -> list[Check]:
     from topogov.domain.labels import KUEUE_GROUP
 
@@ -578,6 +608,11 @@ def kueue_checks(
         from topogov_cli.preflight_hyperpod import hyperpod_checks
 
         checks += hyperpod_checks(aws, ctx.hyperpod_cluster_arn, name, http)
+    from topogov_cli.preflight_pods import device_plugin_check, namespace_labels_check
+
+    checks.append(device_plugin_check(http))
+    if policy is not None:
+        checks.append(namespace_labels_check(http, policy))
     return checks
 
 

@@ -12,6 +12,7 @@ principal that is not a user or role of the account is IAM's ``NoSuchEntity``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -37,12 +38,20 @@ def _policies(backend: Any, arn: str) -> list[Any]:
     return out
 
 
+def _document(policy: Any) -> Any:
+    """A policy as moto's evaluator takes it: a CloudFormation-made inline policy is kept as the
+    document itself (a dict), which the evaluator would read as ``{"policy_document": ...}``."""
+    if isinstance(policy, dict) and "policy_document" not in policy:
+        return json.dumps(policy)
+    return policy
+
+
 def decision(policies: list[Any], action: str, resource: str) -> str:
     from moto.iam.access_control import IAMPolicy, PermissionResult
 
     allowed = False
     for policy in policies:
-        result = IAMPolicy(policy).is_action_permitted(action, resource)
+        result = IAMPolicy(_document(policy)).is_action_permitted(action, resource)
         if result == PermissionResult.DENIED:
             return "explicitDeny"
         allowed = allowed or result == PermissionResult.PERMITTED
