@@ -130,17 +130,33 @@ def browser():
             b.close()
 
 
+_SESSIONS: dict[str, dict] = {}
+
+
+def logged_in(browser, url):
+    """The browser state of a session the login link ``url`` opened: a link is good once, so each
+    module's dashboard is logged in to once, and every page of its tests starts from that state."""
+    if url not in _SESSIONS:
+        context = browser.new_context()
+        try:
+            context.new_page().goto(url)  # the link sets the session cookie and lands on the fleet page
+            _SESSIONS[url] = context.storage_state()
+        finally:
+            context.close()
+    return _SESSIONS[url]
+
+
 class Watched:
     """A page with its console errors and uncaught exceptions recorded."""
 
     def __init__(self, browser, url, **context):
-        self.context = browser.new_context(**context)
+        self.context = browser.new_context(storage_state=logged_in(browser, url), **context)
         self.page = self.context.new_page()
         self.errors = []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.goto(url)  # sets the session cookie and lands on the fleet page
         self.origin = url.split("/?", 1)[0]
+        self.page.goto(self.origin + "/")  # the fleet page, in the session
 
     def open(self, route):
         """Another page of the app already loaded (a hash route, as its links do): no reload."""

@@ -23,8 +23,9 @@ def add_parser(sub: Any) -> None:
         "the fleet, the queues and each job's place, in your browser (a local web server)",
         "Start a local web server on 127.0.0.1 that serves the Topogov dashboard (fleet heat map, "
         "teams, queue, jobs, what-if) and forwards the page's calls to the Topogov API, signed with "
-        "your credentials: the page shows what the API shows you. Prints the URL (with a session "
-        "token: keep it to yourself) and serves until Ctrl-C.\n\n"
+        "your credentials: the page shows what the API shows you. Prints the URL (with a login token, "
+        "good once: it opens one browser, which gets a session cookie) and serves until Ctrl-C; "
+        "--open opens your browser on a login link of its own, through a file only you can read.\n\n"
         "The server forwards only the API's read routes the page uses and POST /v1/whatif, and "
         "refuses any request whose Host or Origin is not its own (DNS rebinding, other pages).",
     )
@@ -76,11 +77,7 @@ def run(args: argparse.Namespace) -> int:
     who = server.upstream.describe.get("signed_as") or "the default AWS credentials"
     print(f"topogov dashboard: {server.url}", flush=True)
     print(f"  the API {server.upstream.describe['endpoint']}, signed as {who}; Ctrl-C stops", flush=True)
-    if args.open:
-        import webbrowser
-
-        if not webbrowser.open(server.url):
-            print("  (no web browser found to open: open the URL above yourself)", file=sys.stderr)
+    launcher = open_browser(server) if args.open else None
     try:
         import threading
 
@@ -89,4 +86,30 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.stop()
+        if launcher is not None:
+            launcher.unlink(missing_ok=True)
     return EXIT_OK
+
+
+def open_browser(server: Any) -> Any:
+    """Open the dashboard in the web browser without its login link in the browser's command line
+    (any user of the machine can read a process's arguments): the browser is given a file only you
+    can read (mode 0600, in a directory of yours) that sends it on to a login link of its own, as
+    Jupyter opens its notebooks. The file is returned, to be removed when the server stops."""
+    import html
+    import os
+    import tempfile
+    import webbrowser
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="topogov-dashboard-"))
+    launcher = folder / "open.html"
+    link = html.escape(server.login_url(), quote=True)
+    fd = os.open(launcher, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(
+            f'<!doctype html><meta http-equiv="refresh" content="0;url={link}"><a href="{link}">open</a>'
+        )
+    if not webbrowser.open(launcher.as_uri()):
+        print("  (no web browser found to open: open the URL above yourself)", file=sys.stderr)
+    return launcher

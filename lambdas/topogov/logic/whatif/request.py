@@ -61,6 +61,9 @@ def policy_of(text: str) -> Policy:
         raise ValidationFailed("policy", f"{where}: {what}" if where else what) from None
 
 
+GROWTH, MIN_ADDED = 4, 1000  # a what-if may add up to 4 × the fleet's nodes (or 1,000 to a small one)
+
+
 def fleets_of(
     snapshot_nodes: Iterable[NodeCapacity], changes: Sequence[str]
 ) -> tuple[list[NodeCapacity], list[NodeCapacity]]:
@@ -71,6 +74,16 @@ def fleets_of(
     )
     if not nodes:
         raise ValidationFailed("fleet", "the snapshot has no node with a network topology")
+    bound = max(MIN_ADDED, GROWTH * len(nodes))
+    added = sum(
+        int(c.partition("=")[2]) for c in changes if c.startswith("+") and c.partition("=")[2].isdigit()
+    )
+    if added > bound:
+        raise ValidationFailed(
+            "fleet_change",
+            f"adds {added} nodes: at most {bound} ({GROWTH} × the fleet's {len(nodes)} nodes, or "
+            f"{MIN_ADDED}) may be added in one what-if",
+        )
     changed = nodes
     for change in changes:
         try:
