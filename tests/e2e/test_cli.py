@@ -200,10 +200,10 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
 
     assert _governor(stack, "plan", "--json", "--kueue-api-version", "v1beta2") == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["api_version"] == "kueue.x-k8s.io/v1beta2" and doc["counts"]["create"] == 14
+    assert doc["api_version"] == "kueue.x-k8s.io/v1beta2" and doc["counts"]["create"] == 17  # + 3 pod rules
 
     assert _governor(stack, "apply") == 0
-    assert "applied 14 change(s); 0 failed" in capsys.readouterr().out
+    assert "applied 17 change(s); 0 failed" in capsys.readouterr().out
     assert _governor(stack, "plan") == 0
     assert "Plan: no changes; 17 unchanged." in capsys.readouterr().out
 
