@@ -264,11 +264,17 @@ class LazyJobs:
     def create(self, namespace: str, manifest: dict[str, Any]) -> JobView:
         return self.connected.create(namespace, manifest)
 
-    def get(self, namespace: str, name: str) -> JobView | None:
-        return self.connected.get(namespace, name)
+    def get(self, namespace: str, name: str, kind: str = "Job") -> JobView | None:
+        return self.connected.get(namespace, name, kind)
 
-    def delete(self, namespace: str, name: str) -> bool:
-        return self.connected.delete(namespace, name)
+    def delete(self, namespace: str, name: str, kind: str = "Job") -> bool:
+        return self.connected.delete(namespace, name, kind)
+
+    def served_kinds(self) -> frozenset[str]:
+        return self.connected.served_kinds()
+
+    def create_owned(self, namespace: str, manifest: dict[str, Any], owner: JobView) -> None:
+        self.connected.create_owned(namespace, manifest, owner)
 
     def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None:
         return self.connected.workload_for(namespace, job_uid)
@@ -279,8 +285,8 @@ class LazyJobs:
     def list_jobs(self, namespace: str) -> list[JobView]:
         return self.connected.list_jobs(namespace)
 
-    def pods_of(self, namespace: str, job_uid: str) -> list[PodView]:
-        return self.connected.pods_of(namespace, job_uid)
+    def pods_of(self, namespace: str, job: JobView) -> list[PodView]:
+        return self.connected.pods_of(namespace, job)
 
     def kueue_pods(self, namespace: str) -> list[PodView]:
         return self.connected.kueue_pods(namespace)

@@ -702,7 +702,9 @@ def test_a_required_job_not_admitted_by_its_deadline_falls_back_to_preferred_onc
         # Workload still requires; so the Workload must exist first, or Kueue would build it from the
         # relaxed Job, as a loaded CI run once saw)
         wait_until(lambda: _workload_topology(stack, "fb-half") == {"required": level}, "fb-half's Workload")
-        assert KubeJobs(stack.kube())._relax_job("hyperpod-ns-team-a", "fb-half", level) == "switched"
+        kube_jobs = KubeJobs(stack.kube())
+        half = kube_jobs.get("hyperpod-ns-team-a", "fb-half")
+        assert half is not None and kube_jobs._relax_job("hyperpod-ns-team-a", half, level) == "switched"
         for name in ("fb-waits", "fb-no-deadline", "fb-half"):
             view = wait_until(
                 lambda n=name: (v := call(stack, "GET", f"/v1/jobs/team-a/{n}").json())["why_pending"] and v,

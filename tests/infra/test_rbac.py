@@ -28,6 +28,8 @@ import pytest
 import yaml
 from cel.stdlib import add_stdlib_to_context
 
+from topogov.domain.kinds import KINDS as JOB_KINDS
+
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "deploy" / "rbac.yaml"
 TEAMS = ROOT / "teams.yaml"
@@ -193,6 +195,10 @@ def test_team_namespaces_come_from_teams_yaml() -> None:
     assert _team_namespaces() == {"hyperpod-ns-team-a", "hyperpod-ns-team-b", "hyperpod-ns-team-c"}
 
 
+# every kind the API submits (lambdas/topogov/domain/kinds.py), as (API group, resource)
+TRAINING_KINDS = tuple((k.group, k.plural) for k in JOB_KINDS)
+
+
 def test_reconciler_has_exactly_its_permissions() -> None:
     governor_verbs = ("get", "list", "create", "update", "delete")  # no watch: it polls
     team_namespaces = tuple(f"namespaces:{ns}" for ns in sorted(_team_namespaces()))
@@ -220,9 +226,9 @@ def test_reconciler_has_exactly_its_permissions() -> None:
         )
     )
     for ns in _team_namespaces():
-        expected |= _set(ns, "batch", ("jobs",), ("get", "list", "patch", "delete")) | _set(
-            ns, KUEUE, ("workloads",), ("get", "list", "patch")
-        )
+        for group, plural in TRAINING_KINDS:
+            expected |= _set(ns, group, (plural,), ("get", "list", "patch", "delete"))
+        expected |= _set(ns, KUEUE, ("workloads",), ("get", "list", "patch"))
     assert _grants(RECONCILER) == expected
 
 
@@ -237,8 +243,10 @@ def test_reconciler_patches_nodes_but_never_updates_creates_or_deletes_them() ->
 def test_api_has_exactly_its_permissions_in_team_namespaces_only() -> None:
     expected: set[Grant] = set()
     for ns in _team_namespaces():
+        for group, plural in TRAINING_KINDS:
+            expected |= _set(ns, group, (plural,), ("create", "get", "list", "delete"))
         expected |= (
-            _set(ns, "batch", ("jobs",), ("create", "get", "list", "delete"))
+            _set(ns, "", ("services",), ("create", "delete"))  # a rendered Job's headless Service
             | _set(ns, "", ("pods",), ("list",))
             | _set(ns, KUEUE, ("workloads",), ("list",))
         )

@@ -168,7 +168,7 @@ class Jobs:
     def workload_for(self, namespace, uid):
         return self.workload
 
-    def relax_topology(self, namespace, name, level):
+    def relax_topology(self, namespace, name, level, kind="Job"):
         self.patched.append((namespace, name, level))
         return self.outcome
 

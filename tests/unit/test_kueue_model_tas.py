@@ -26,7 +26,7 @@ from topogov.domain.kueue_model import (
     TopologyRequest,
     find_assignment,
 )
-from topogov.domain.kueue_model.tas import find_assignments
+from topogov.domain.kueue_model.groups import find_assignments
 from topogov.domain.kueue_model.topology import DomainUsage
 
 BLOCK, RACK = "cloud.com/topology-block", "cloud.com/topology-rack"

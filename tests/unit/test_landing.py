@@ -172,7 +172,7 @@ def workload(*conditions: dict) -> WorkloadView:
 @pytest.mark.parametrize(
     ("the_job", "the_workload", "expected"),
     [
-        (None, None, ("Vanished", "the Job is no longer in the cluster")),
+        (None, None, ("Vanished", "the job is no longer in the cluster")),
         (job(True), None, ("Pending", "waiting for Kueue to create a Workload for the Job")),
         (
             job(True),

@@ -265,7 +265,8 @@ VIEWS = ROOT / "lambdas/topogov/domain/views"
 RENDERERS: dict[str, frozenset[str] | None] = {
     "lambdas/topogov/domain/kueue.py": None,  # the whole module renders Kueue's objects
     "lambdas/topogov/domain/hyperpod/addon.py": None,  # renders the objects the HyperPod add-on writes
-    "lambdas/topogov/domain/jobs.py": frozenset({"complete_manifest"}),  # completes a checked Job
+    # completes a checked job (and each of its pod templates)
+    "lambdas/topogov/domain/jobs.py": frozenset({"complete_manifest", "_complete_template"}),
     # check a submitted manifest field by field (the JSON is the input being checked)
     "lambdas/topogov/domain/manifests/__init__.py": None,
     "lambdas/topogov/domain/manifests/kinds.py": None,

@@ -16,6 +16,7 @@ from typing import Any
 from topogov.adapters.kube import APPLY_PATCH, MERGE_PATCH, KubeHttp, Response
 from topogov.domain.errors import KubernetesError
 from topogov.domain.jobs import job_status
+from topogov.domain.kinds import KINDS
 from topogov.domain.views.batch import JobView
 from topogov.domain.views.objects import ObjectView, object_view
 
@@ -148,12 +149,20 @@ class KubeObjects:
         return True
 
     def unfinished_jobs(self, namespace: str) -> builtins.list[str] | None:
-        """Names of the Jobs in ``namespace`` that have not finished; None when they cannot be read
-        (no permission any more: the caller must assume there are some)."""
-        resp = self.http.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs", query={"limit": 500})
-        if resp.status == 404:
-            return []
-        if resp.status != 200:
-            return None
-        jobs = map(JobView.from_api, resp.body.get("items") or [])
-        return sorted(j.name for j in jobs if job_status(j, None)[0] not in ("Succeeded", "Failed"))
+        """Names of the jobs (of every kind Topogov governs the cluster serves: ``domain/kinds.py``)
+        in ``namespace`` that have not finished; None when they cannot be read (no permission any
+        more: the caller must assume there are some)."""
+        names = []
+        for kind in KINDS:
+            resp = self.http.request("GET", kind.path(namespace), query={"limit": 500})
+            if resp.status == 404:  # the kind is not served (no CRD), or the namespace is gone
+                continue
+            if resp.status != 200:
+                return None
+            jobs = map(JobView.from_api, resp.body.get("items") or [])
+            names += [
+                j.name if kind.kind == "Job" else f"{kind.kind}/{j.name}"
+                for j in jobs
+                if job_status(j, None)[0] not in ("Succeeded", "Failed")
+            ]
+        return sorted(names)

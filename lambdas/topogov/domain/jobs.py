@@ -1,11 +1,11 @@
-"""Job manifests: render the high-level request as a batch/v1 Job, complete a checked one with what
-governance decided, and read a Job's status (pure). Checking a submitted manifest is
-``domain/manifests``'.
+"""Jobs: complete a checked one with what governance decided, and read its status (pure). Checking a
+submitted manifest is ``domain/manifests``'; rendering a high-level request, ``domain/render.py``'s.
 
 Kueue reads (and only these are set): the ``kueue.x-k8s.io/queue-name`` and
-``kueue.x-k8s.io/priority-class`` labels on the Job, and the
-``kueue.x-k8s.io/podset-required-topology`` / ``...-preferred-topology`` annotation on the pod
-template. Jobs are created suspended; Kueue unsuspends them on admission.
+``kueue.x-k8s.io/priority-class`` labels on the job, and the
+``kueue.x-k8s.io/podset-required-topology`` / ``...-preferred-topology`` annotation (and, for a
+leader and its workers, ``kueue.x-k8s.io/podset-group-name``) on each pod template. Jobs are created
+suspended; Kueue unsuspends them on admission.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from topogov.domain.kinds import BATCH_JOB, BY_KIND, HYPERPOD_PYTORCH_JOB, kind_named
 from topogov.domain.labels import (
+    GROUP_ANNOTATION,
     INSTANCE_TYPE_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -26,83 +28,9 @@ from topogov.domain.labels import (
     SUBMITTED_BY_ANNOTATION,
     TOPOLOGY_MODE_LABEL,
 )
-from topogov.domain.manifests.shape import Placement
-from topogov.domain.quantity import CPU, EFA, GPU, MEMORY
+from topogov.domain.manifests.shape import JobShape, Placement
 from topogov.domain.views.batch import JobView
 from topogov.domain.views.workload import WorkloadView
-
-RESTRICTED_CONTEXT = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "runAsNonRoot": True,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-
-
-def render_job(
-    *,
-    name: str,
-    namespace: str,
-    image: str,
-    pods: int,
-    per_pod_requests: Mapping[str, str],
-    command: list[str] | None = None,
-    args: list[str] | None = None,
-    environment: Mapping[str, str] | None = None,
-    instance_type: str | None = None,
-    max_retry: int | None = None,
-    tasks_per_node: str | int | None = None,
-    restricted: bool = False,
-) -> dict[str, Any]:
-    """An Indexed batch/v1 Job: parallelism = completions = pods; requests = limits for devices.
-    ``restricted``: the container's security context is what Pod Security's ``restricted`` level asks
-    (https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted): no privilege
-    escalation, every capability dropped, the runtime's default seccomp profile, not as root (the
-    image must then name a non-root user, or its container fails to start)."""
-    resources = {"requests": dict(per_pod_requests), "limits": dict(per_pod_requests)}
-    env = [{"name": k, "value": v} for k, v in sorted((environment or {}).items())]
-    if tasks_per_node is not None:
-        env.append({"name": "TOPOGOV_TASKS_PER_NODE", "value": str(tasks_per_node)})
-    container: dict[str, Any] = {"name": "main", "image": image, "resources": resources}
-    if command:
-        container["command"] = list(command)
-    if args:
-        container["args"] = list(args)
-    if env:
-        container["env"] = env
-    if restricted:
-        container["securityContext"] = copy.deepcopy(RESTRICTED_CONTEXT)
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
-    if instance_type:
-        pod_spec["nodeSelector"] = {INSTANCE_TYPE_LABEL: instance_type}
-    spec: dict[str, Any] = {
-        "parallelism": pods,
-        "completions": pods,
-        "completionMode": "Indexed",
-        "suspend": True,
-        "template": {"metadata": {"labels": {"job-name": name}}, "spec": pod_spec},
-    }
-    if max_retry is not None:
-        spec["backoffLimit"] = max_retry
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {}, "annotations": {}},
-        "spec": spec,
-    }
-
-
-def requests_from(accelerators: int, vcpu: float, memory_gib: float, efa: int) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if accelerators:
-        out[GPU] = str(accelerators)
-    if efa:
-        out[EFA] = str(efa)
-    if vcpu:
-        out[CPU] = f"{round(vcpu * 1000)}m"
-    if memory_gib:
-        out[MEMORY] = f"{round(memory_gib * 1024)}Mi"
-    return out
 
 
 def complete_manifest(
@@ -115,27 +43,63 @@ def complete_manifest(
     submitted_by: str,
     asked_mode: str | None = None,
     hyperpod: bool = False,
+    shape: JobShape | None = None,
 ) -> dict[str, Any]:
-    """Add what governance decided — namespace, queue, priority, topology, suspend — and nothing else
-    (but the two pod labels that say what was asked: ``TOPOLOGY_MODE_LABEL``, ``POD_PRIORITY_LABEL``).
+    """Add what governance decided — namespace, queue, priority, topology, suspension — and nothing
+    else (but the two pod labels that say what was asked: ``TOPOLOGY_MODE_LABEL``,
+    ``POD_PRIORITY_LABEL``), on the object and on every pod template Kueue reads (``shape``'s pod
+    sets; a Job's one template without it). A job whose two pod sets Kueue places as one
+    (``shape.grouped``) gets the same ``GROUP_ANNOTATION`` on both, with the topology.
 
-    ``hyperpod``: as SageMaker HyperPod task governance expects a Job (SageMaker Developer Guide,
+    ``hyperpod``: as SageMaker HyperPod task governance expects a job (SageMaker Developer Guide,
     topology-aware scheduling; aws/sagemaker-hyperpod-cli puts them on a job and its pod template
-    alike), the queue and priority labels go on the pod template too, and a topology annotation is
+    alike), the queue and priority labels go on the pod templates too, and a topology annotation is
     never beside an instance-type nodeSelector ("not both"): the admission refuses a request with
     both before this; here a template's instance-type selector goes when a topology is set."""
     job = copy.deepcopy(dict(manifest))
+    kind = kind_named(job.get("apiVersion"), job.get("kind")) or BATCH_JOB
     meta = job["metadata"] = job.get("metadata") or {}
     meta["namespace"] = namespace
     labels = meta["labels"] = meta.get("labels") or {}  # an explicit null is no labels
     labels[QUEUE_LABEL] = queue
     labels[PRIORITY_LABEL] = priority_class
     labels[MANAGED_BY_LABEL] = MANAGED_BY  # Topogov's, always: the orphan sweep finds its jobs by it
-    meta["annotations"] = meta.get("annotations") or {}
-    meta["annotations"][SUBMITTED_BY_ANNOTATION] = submitted_by
-    spec = job.setdefault("spec", {})
-    spec["suspend"] = True
-    template = spec.setdefault("template", {})
+    annotations = meta["annotations"] = meta.get("annotations") or {}
+    annotations[SUBMITTED_BY_ANNOTATION] = submitted_by
+    if kind.suspend is not None:
+        _set_in(job, kind.suspend, True)
+    topology = _topology_annotation(placement)
+    if kind is HYPERPOD_PYTORCH_JOB:  # hyp writes the topology on the object too
+        annotations.pop(REQUIRED_ANNOTATION, None)
+        annotations.pop(PREFERRED_ANNOTATION, None)
+        annotations.update(topology)
+    paths = [ps.path for ps in shape.pod_sets] if shape and shape.pod_sets else [("spec", "template")]
+    grouped = bool(shape and shape.grouped and topology)
+    for path in paths:
+        template = _get_in(job, path)
+        _complete_template(template, queue, priority_class, topology, asked_mode, hyperpod, grouped)
+    return job
+
+
+GROUP_NAME = "job"  # a pod-set group's name: any name but a number (kueue v0.17.0 tas_validation.go)
+
+
+def _topology_annotation(placement: Placement | None) -> dict[str, str]:
+    if placement is None or placement.mode == "none" or not placement.level:
+        return {}
+    key = REQUIRED_ANNOTATION if placement.mode == "required" else PREFERRED_ANNOTATION
+    return {key: placement.level}
+
+
+def _complete_template(
+    template: dict[str, Any],
+    queue: str,
+    priority_class: str,
+    topology: Mapping[str, str],
+    asked_mode: str | None,
+    hyperpod: bool,
+    grouped: bool,
+) -> None:
     tmeta = template["metadata"] = template.get("metadata") or {}
     pod_labels = tmeta["labels"] = tmeta.get("labels") or {}
     pod_labels[POD_PRIORITY_LABEL] = priority_class
@@ -145,47 +109,65 @@ def complete_manifest(
         pod_labels[QUEUE_LABEL] = queue
         pod_labels[PRIORITY_LABEL] = priority_class
     annotations = tmeta["annotations"] = tmeta.get("annotations") or {}
-    annotations.pop(REQUIRED_ANNOTATION, None)
-    annotations.pop(PREFERRED_ANNOTATION, None)
-    if placement is not None and placement.mode != "none" and placement.level:
-        key = REQUIRED_ANNOTATION if placement.mode == "required" else PREFERRED_ANNOTATION
-        annotations[key] = placement.level
+    for key in (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION, GROUP_ANNOTATION):
+        annotations.pop(key, None)
+    annotations.update(topology)
+    if topology and grouped:
+        annotations[GROUP_ANNOTATION] = GROUP_NAME
+    if topology and hyperpod:
         selector = (template.get("spec") or {}).get("nodeSelector")
-        if hyperpod and isinstance(selector, dict):
+        if isinstance(selector, dict):
             selector.pop(INSTANCE_TYPE_LABEL, None)
             if not selector:
                 template["spec"].pop("nodeSelector")
     if not annotations:
         tmeta.pop("annotations")
-    return job
+
+
+def _get_in(obj: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        obj = obj[step]
+    return obj
+
+
+def _set_in(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for step in path[:-1]:
+        inner = obj.get(step)
+        if not isinstance(inner, dict):
+            inner = obj[step] = {}
+        obj = inner
+    obj[path[-1]] = value
 
 
 def job_status(job: JobView | None, workload: WorkloadView | None) -> tuple[str, str | None]:
-    """(status, why pending) from the Job and its Kueue Workload, as `topogov job` shows them.
+    """(status, why pending) from the job and its Kueue Workload, as `topogov job` shows them.
 
-    Pure: the Job's conditions (``Complete``/``Failed``), ``spec.suspend`` (Kueue unsuspends a Job it
-    admits), and the Workload's ``Admitted``/``QuotaReserved`` conditions (kueue
-    ``apis/kueue/v1beta2/workload_types.go``)."""
+    Pure: the job's conditions that end it (a Job's ``Complete``/``Failed``; each kind's in
+    ``domain/kinds.py``), its suspension (Kueue clears it on admission), and the Workload's
+    ``Admitted``/``QuotaReserved`` conditions (kueue ``apis/kueue/v1beta2/workload_types.go``)."""
     if job is None:
-        return "Vanished", "the Job is no longer in the cluster"
+        return "Vanished", "the job is no longer in the cluster"
+    kind = BY_KIND.get(job.kind, BATCH_JOB)
     for cond in job.conditions:
-        if cond.true and cond.type == "Complete":
+        if cond.true and cond.type == kind.succeeded:
             return "Succeeded", None
-        if cond.true and cond.type == "Failed":
+        if cond.true and cond.type == kind.failed:
             return "Failed", None
     if not job.suspended:
-        # Admitted until a pod is ready: Kueue unsuspends the Job, the Job controller creates Pods
+        # Admitted until a pod is ready: Kueue unsuspends the job, its controller creates Pods
         # (gated by Kueue's topology scheduling gate until their nodes are assigned), the scheduler
         # binds them, the kubelet starts them. ``ready`` is the Job's count of Ready pods (batch/v1,
-        # GA in Kubernetes 1.29); a Job status without it counts active pods instead.
+        # GA in Kubernetes 1.29); a status without it counts active pods instead.
         running = job.ready if job.ready is not None else job.active
-        # Pods that ended while the Job has no Complete/Failed condition yet: the Job controller
-        # writes it once every pod has terminated (SuccessCriteriaMet or FailureTarget first,
-        # Kubernetes >= 1.31, "Job termination and cleanup"). It ran: still Running, not Admitted again.
+        if kind.running is not None:
+            running = running or any(c.true and c.type == kind.running for c in job.conditions)
+        # Pods that ended while the job has no end condition yet: a Job controller writes it once
+        # every pod has terminated (SuccessCriteriaMet or FailureTarget first, Kubernetes >= 1.31,
+        # "Job termination and cleanup"). It ran: still Running, not Admitted again.
         ended = job.succeeded or job.failed
         return ("Running" if running or ended else "Admitted"), None
     if workload is None:
-        return "Pending", "waiting for Kueue to create a Workload for the Job"
+        return "Pending", f"waiting for Kueue to create a Workload for the {kind.kind}"
     conditions = {c.type: c for c in workload.conditions}
     return _admitted_or_pending(conditions)
 

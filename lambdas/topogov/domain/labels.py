@@ -25,6 +25,8 @@ LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"  # not-ready, unreachable, unsche
 # beside the network layers ("Topology-aware scheduling", ...-governance-tasks-scheduling.html).
 HYPERPOD_HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
 HYPERPOD_SCHEDULABLE = "Schedulable"
+# hyp's --deep-health-check-passed-nodes-only: a node HyperPod's deep health check passed (value "Passed")
+DEEP_HEALTH_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 HYPERPOD_CLUSTER_NAME_LABEL = "sagemaker.amazonaws.com/cluster-name"
 HYPERPOD_INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 HYPERPOD_TAINT_PREFIX = "sagemaker.amazonaws.com/"  # node-health-status=Unschedulable:NoSchedule, ...
@@ -41,6 +43,9 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 REQUIRED_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+# Two pod sets of one job placed as one (a leader and its workers): Kueue v0.17.0
+# ``apis/kueue/v1beta2/topology_types.go`` (PodSetGroupName), ``pkg/controller/jobframework/tas.go``
+GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
 WORKLOAD_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 # Kubernetes' own: the Job controller's labels on its pods, the namespace's name label, the
@@ -52,6 +57,11 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "topogov"  # MANAGED_BY_LABEL's value on everything Topogov creates
 JOB_CONTROLLER = "kubernetes.io/job-controller"
+# The training kinds' controllers' labels on their pods (domain/kinds.py), and JobSet's exclusive
+# placement annotation (which the API refuses: Kueue places the pods).
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+PYTORCH_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+EXCLUSIVE_PLACEMENT_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 # Topogov's (topogov.io): who submitted a Job, what topology and priority its pods asked for (on the
 # pod template, so the reconcile pass reads them from the one list of pods it makes), the team of a
 # Kueue object, and the hash of what the governor last wrote (tells hand edits apart).

@@ -332,11 +332,35 @@ class CapacityIndex:
     def _fits(self, pod: Resources, now: bool) -> list[int]:
         return [pods_fit(alloc - used if now else alloc, pod) for _, alloc, used in self.classes]
 
+    def _group_fits(self, pod: Resources, leader: Resources, now: bool) -> list[tuple[int, int, int]]:
+        """Per class, as Kueue counts a leaf for a pod-set group (kueue v0.17.0
+        ``tas_flavor_snapshot.go``, ``fillInCounts``): the workers a node holds, whether it holds the
+        leader, and the workers it holds beside the leader."""
+        out = []
+        for _, alloc, used in self.classes:
+            have = alloc - used if now else alloc
+            workers = pods_fit(have, pod)
+            holds_leader = pods_fit(have, leader) > 0
+            beside = pods_fit(have - leader, pod) if holds_leader else workers
+            out.append((workers, int(holds_leader), beside))
+        return out
+
     def best_domain(
-        self, label: str, pod: Resources, *, now: bool, instance_type: str | None = None
+        self,
+        label: str,
+        pod: Resources,
+        *,
+        now: bool,
+        instance_type: str | None = None,
+        leader: Resources | None = None,
     ) -> DomainFit:
         """The domain of ``label`` holding the most pods, over the flavors a job may get (a domain's
-        pods are one flavor's: Kueue gives a pod set a single flavor)."""
+        pods are one flavor's: Kueue gives a pod set a single flavor). With a ``leader`` (a pod-set
+        group: one leader pod and its workers), a domain holds the leader and the workers beside it,
+        as Kueue counts them (``fillInCountsHelper``: the workers of all its nodes less the smallest
+        loss the leader causes on one of them, when one of them holds the leader)."""
+        if leader is not None:
+            return self._best_group_domain(label, pod, leader, now=now, instance_type=instance_type)
         fits = self._fits(pod, now)
         best = DomainFit(label, None, 0, 0)
         for flavor in self.eligible(instance_type):
@@ -365,6 +389,43 @@ class CapacityIndex:
                     best = DomainFit(label, domain, pods, nodes, flavor)
         return best
 
+    def _best_group_domain(
+        self, label: str, pod: Resources, leader: Resources, *, now: bool, instance_type: str | None
+    ) -> DomainFit:
+        """:meth:`best_domain` for a pod-set group: ``pods`` counts the leader (0 when no node of the
+        domain holds it)."""
+        fits = self._group_fits(pod, leader, now)
+        best = DomainFit(label, None, 0, 0)
+
+        def better(pods: int, domain: str) -> bool:
+            return best.domain is None or pods > best.pods or (pods == best.pods and domain < best.domain)
+
+        for flavor in self.eligible(instance_type):
+            if label not in self.flavor_levels(flavor):
+                continue
+            if label == HOSTNAME_LABEL:
+                for cid, (name, count) in enumerate(self.hosts):
+                    workers, holds, beside = fits[cid]
+                    pods = beside + 1 if holds else 0
+                    if count and self.classes[cid][0] == flavor and better(pods, name):
+                        best = DomainFit(label, name, pods, 1, flavor)
+                continue
+            for comp, domain in self.by_level.get(label, ()):
+                state = nodes = holds = 0
+                loss = None
+                for cid, n in comp:
+                    if self.classes[cid][0] != flavor:
+                        continue
+                    workers, held, beside = fits[cid]
+                    state += n * workers
+                    nodes += n
+                    holds = max(holds, held)
+                    loss = workers - beside if loss is None else min(loss, workers - beside)
+                pods = state - (loss or 0) + 1 if holds else 0
+                if nodes and better(pods, domain):
+                    best = DomainFit(label, domain, pods, nodes, flavor)
+        return best
+
 
 @dataclass(frozen=True, slots=True)
 class LevelChoice:
@@ -381,13 +442,15 @@ def tightest_level(
     *,
     instance_type: str | None = None,
     bases: Sequence[str] = ("free", "allocatable"),
+    leader: Resources | None = None,
 ) -> LevelChoice:
-    """The tightest level with a domain that holds all ``count`` pods, trying each basis in turn:
-    what ``auto`` picks, and what a refused ``required`` job is told would work."""
+    """The tightest level with a domain that holds all ``count`` pods (with a ``leader``: the leader
+    and ``count - 1`` workers), trying each basis in turn: what ``auto`` picks, and what a refused
+    ``required`` job is told would work."""
     for basis in bases:
         now = basis == "free"
         for label in index.levels(instance_type):
-            fit = index.best_domain(label, pod, now=now, instance_type=instance_type)
+            fit = index.best_domain(label, pod, now=now, instance_type=instance_type, leader=leader)
             if fit.domain is not None and fit.pods >= count:
                 what = "free capacity now" if now else "allocatable capacity (once running work finishes)"
                 return LevelChoice(
@@ -409,13 +472,22 @@ class Feasibility:
 
 
 def required_feasibility(
-    index: CapacityIndex, label: str, pod: Resources, count: int, *, instance_type: str | None = None
+    index: CapacityIndex,
+    label: str,
+    pod: Resources,
+    count: int,
+    *,
+    instance_type: str | None = None,
+    leader: Resources | None = None,
 ) -> Feasibility:
-    """Can any domain of ``label`` ever hold all pods (by allocatable)?"""
-    fit = index.best_domain(label, pod, now=False, instance_type=instance_type)
+    """Can any domain of ``label`` ever hold all pods (by allocatable)? ``leader``: as
+    :func:`tightest_level`."""
+    fit = index.best_domain(label, pod, now=False, instance_type=instance_type, leader=leader)
     if fit.domain is not None and fit.pods >= count:
         return Feasibility(True, fit, LevelChoice(label, "allocatable", fit, ""))
-    alt = tightest_level(index, pod, count, instance_type=instance_type, bases=("allocatable",))
+    alt = tightest_level(
+        index, pod, count, instance_type=instance_type, bases=("allocatable",), leader=leader
+    )
     return Feasibility(False, fit, alt, index.has_level(label, instance_type))
 
 

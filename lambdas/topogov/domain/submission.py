@@ -170,6 +170,16 @@ class JobRequest(Strict):
     expected_duration: ExpectedDuration | None = Field(
         None, description="how long the job is expected to run (e.g. 2h): the start estimates use it"
     )
+    render_as: Literal["auto", "job", "pytorchjob", "hyperpodpytorchjob"] = Field(
+        "auto",
+        description="the kind to render: auto (HyperPodPyTorchJob on HyperPod, else PyTorchJob where "
+        "Kubeflow's training operator is installed, else an Indexed Job with a headless Service), or one "
+        "of them",
+    )
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    deep_health_check_passed_nodes_only: bool = Field(
+        False, description="only nodes that passed HyperPod's deep health check (as hyp's flag)"
+    )
 
     @field_validator("instance_type")
     @classmethod
@@ -220,7 +230,8 @@ class JobRequest(Strict):
 
 
 class ManifestRequest(Strict):
-    """A raw batch/v1 Job, checked and completed (never otherwise rewritten)."""
+    """A raw job of an accepted kind (batch/v1 Job, PyTorchJob, JobSet; HyperPodPyTorchJob on HyperPod),
+    checked and completed (never otherwise rewritten)."""
 
     manifest: dict[str, Any]
     team: Name | None = None
@@ -265,6 +276,12 @@ class TopologyDecision(BaseModel):
     fallback_after_s: int | None = None
 
 
+class PodSetDecision(BaseModel):
+    name: str
+    pods: int
+    gpus_per_pod: int
+
+
 class Decision(BaseModel):
     team: str
     namespace: str
@@ -274,6 +291,13 @@ class Decision(BaseModel):
     pods: int
     topology: TopologyDecision
     quota: list[QuotaArithmetic]
+    kind: str = Field("batch/v1 Job", description="the job's apiVersion and kind")
+    pod_sets: list[PodSetDecision] = Field(
+        default_factory=list, description="its pod sets as Kueue makes them, each charged"
+    )
+    rendered_as: str | None = Field(
+        None, description="a high-level request: the kind rendered, and why (discovery or render_as)"
+    )
 
 
 class SubmitResponse(BaseModel):

@@ -18,7 +18,7 @@ from topogov.domain.errors import (
     ValidationFailed,
 )
 from topogov.domain.hyperpod.mapping import workload_priority_class
-from topogov.domain.jobs import complete_manifest, render_job, requests_from
+from topogov.domain.jobs import complete_manifest
 from topogov.domain.labels import INSTANCE_TYPE_LABEL
 from topogov.domain.manifests import (
     JobShape,
@@ -31,6 +31,7 @@ from topogov.domain.manifests.pods import DEVICE_VARIABLES, device_variable
 from topogov.domain.nodes import hyperpod_instance_type, normalized_instance_type
 from topogov.domain.placement import (
     CapacityIndex,
+    Feasibility,
     KueuePick,
     UnknownLevel,
     level_name,
@@ -40,10 +41,12 @@ from topogov.domain.placement import (
 from topogov.domain.podrequests import NamespaceDefaults
 from topogov.domain.policy import Caller, Policy, Team
 from topogov.domain.quantity import RESOURCE_ATTRS, Resources
+from topogov.domain.render import HighLevel, NotServed, Rendered, choose_kind, render, requests_from
 from topogov.domain.submission import (
     Decision,
     JobRequest,
     ManifestRequest,
+    PodSetDecision,
     QuotaArithmetic,
     TopologyDecision,
     TopologySpec,
@@ -58,6 +61,8 @@ class Admission:
     shape: JobShape
     charge: Resources
     cap: Resources
+    # made with the job, after it, owned by it (a rendered Indexed Job's headless Service)
+    companions: tuple[dict[str, Any], ...] = ()
 
 
 def caller_teams(policy: Policy, caller: Caller) -> list[str]:
@@ -138,6 +143,7 @@ def decide(
     where_now: bool = True,
     hyperpod: bool = False,
     defaults: Callable[[Team], NamespaceDefaults] | None = None,
+    served: frozenset[str] = frozenset({"Job"}),
 ) -> Admission:
     """The API's decision on a submission, in the order its refusals are checked: the team, the
     job's shape, the priority, never admissible, the topology; then the manifest to create.
@@ -153,11 +159,15 @@ def decide(
     annotation never beside an instance-type nodeSelector (:func:`_hyperpod_spec`).
 
     ``defaults``: what Kueue adds to the requests of a team namespace's pods (its LimitRanges'
-    defaults, the RuntimeClasses' overhead), read from the cluster by the caller; none when not given."""
+    defaults, the RuntimeClasses' overhead), read from the cluster by the caller; none when not given.
+
+    ``served``: the kinds the cluster serves (discovery, by the caller), which a high-level request is
+    rendered as (``domain/render.choose_kind``)."""
     team_name = _team_of(request, policy, caller)
     team = policy.teams[team_name]
+    rendered = _rendered(request, team, hyperpod, served) if isinstance(request, JobRequest) else None
     base, shape, asked_priority, spec = _shape_of(
-        request, team, hyperpod, defaults(team) if defaults else None
+        request, team, hyperpod, defaults(team) if defaults else None, rendered
     )
     asked_mode, note = spec.mode, None
     if hyperpod:
@@ -177,10 +187,13 @@ def decide(
         submitted_by=caller.arn,
         asked_mode=asked_mode,
         hyperpod=hyperpod,
+        shape=shape,
     )
     cap = team.max_in_flight_resources
     decision = _decision(policy, team_name, team, priority, shape, topo)
-    return Admission(decision, manifest, shape, total, cap)
+    if rendered is not None:
+        decision.rendered_as = rendered.why
+    return Admission(decision, manifest, shape, total, cap, rendered.companions if rendered else ())
 
 
 def _decision(
@@ -196,6 +209,10 @@ def _decision(
         pods=shape.pods,
         topology=topo,
         quota=_quota_lines(shape.total, team.quota_resources, team.borrow_resources, cap),
+        kind=shape.kind,
+        pod_sets=[
+            PodSetDecision(name=ps.name, pods=ps.count, gpus_per_pod=ps.per_pod.gpu) for ps in shape.pod_sets
+        ],
     )
 
 
@@ -208,16 +225,18 @@ def _team_of(request: JobRequest | ManifestRequest, policy: Policy, caller: Call
 
 
 def _shape_of(
-    request: JobRequest | ManifestRequest, team: Team, hyperpod: bool, defaults: NamespaceDefaults | None
+    request: JobRequest | ManifestRequest,
+    team: Team,
+    hyperpod: bool,
+    defaults: NamespaceDefaults | None,
+    rendered: Rendered | None,
 ) -> tuple[dict[str, Any], JobShape, str | None, TopologySpec]:
     """The job's manifest before governance completes it (the caller's, or the high-level request
     rendered), its shape as :func:`topogov.domain.manifests.inspect_manifest` measures every job, the
     priority it asks for and its topology request."""
     if isinstance(request, JobRequest):
         _check_request(request, team)
-    manifest = (
-        request.manifest if isinstance(request, ManifestRequest) else _rendered(request, team, hyperpod)
-    )
+    manifest = rendered.manifest if rendered is not None else request.manifest  # type: ignore[union-attr]
     try:
         shape = inspect_manifest(
             manifest,
@@ -225,6 +244,7 @@ def _shape_of(
             team_queue=team.local_queue,
             rules=team.pods,
             defaults=defaults,
+            hyperpod=hyperpod,
         )
     except ManifestProblem as exc:
         details = {"problems": [{"field": f, "message": m} for f, m in exc.problems]}
@@ -270,9 +290,10 @@ def _hyperpod_spec(
     shape = replace(shape, instance_type=normalized_instance_type(shape.instance_type))
     if spec.mode == "none":
         return shape, spec, None
+    with_type = next((ps for ps in shape.pod_sets if ps.instance_type), None)
     field = (
-        f"manifest.spec.template.spec.nodeSelector.{INSTANCE_TYPE_LABEL}"
-        if isinstance(request, ManifestRequest)
+        f"{with_type.field}.spec.nodeSelector.{INSTANCE_TYPE_LABEL}"
+        if isinstance(request, ManifestRequest) and with_type is not None
         else "instance_type"
     )
     if spec.mode == "auto":
@@ -324,13 +345,18 @@ def _refuse_never_admissible(team_name: str, team: Team, total: Resources) -> No
         )
 
 
-def _rendered(request: JobRequest, team: Team, hyperpod: bool) -> dict[str, Any]:
-    """The high-level request as a Job (on HyperPod its nodeSelector names the instance type as
-    HyperPod's nodes are labelled: ``ml.``), its pods held to the team's Pod Security level."""
+def _rendered(request: JobRequest, team: Team, hyperpod: bool, served: frozenset[str]) -> Rendered:
+    """The high-level request as the kind the cluster runs (``domain/render.py``; on HyperPod its
+    nodeSelector names the instance type as HyperPod's nodes are labelled: ``ml.``), its pods held to
+    the team's Pod Security level."""
     instance_type = request.instance_type
     if hyperpod and instance_type:
         instance_type = hyperpod_instance_type(instance_type)
-    return render_job(
+    try:
+        kind, why = choose_kind(request.render_as, served, hyperpod)
+    except NotServed as exc:
+        raise ValidationFailed("render_as", str(exc)) from None
+    hl = HighLevel(
         name=request.job_name,
         namespace=team.namespace,
         image=request.image,
@@ -343,7 +369,10 @@ def _rendered(request: JobRequest, team: Team, hyperpod: bool) -> dict[str, Any]
         max_retry=request.max_retry,
         tasks_per_node=request.tasks_per_node,
         restricted=team.pods.security == "restricted",
+        pull_policy=request.pull_policy,
+        deep_health_check=request.deep_health_check_passed_nodes_only,
     )
+    return render(hl, kind, why)
 
 
 def _no_such_level(index: CapacityIndex, level: str, shape: JobShape) -> TopologyInfeasible:
@@ -371,36 +400,80 @@ def _no_such_level(index: CapacityIndex, level: str, shape: JobShape) -> Topolog
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Pods Kueue places in one domain of the level: ``count`` pods of ``pod`` (for a pod-set group,
+    the leader among them: one ``leader`` pod, counted as Kueue counts a group), of pod sets
+    ``names``."""
+
+    pod: Resources
+    count: int
+    instance_type: str | None
+    names: tuple[str, ...]
+    leader: Resources | None = None
+
+
+def placement_units(shape: JobShape) -> list[Unit]:
+    """The job as Kueue places it: a pod-set group as one unit (its leader is the pod set of fewer
+    pods, the second on a tie: ``findLeaderAndWorkers``, kueue v0.17.0
+    ``pkg/cache/scheduler/tas_flavor_snapshot.go``), every other pod set alone."""
+    if not shape.pod_sets:
+        return [Unit(shape.per_pod, shape.pods, shape.instance_type, ("main",))]
+    units = []
+    for members in shape.units:
+        itype = next((ps.instance_type for ps in members if ps.instance_type), shape.instance_type)
+        if len(members) == 1:
+            ps = members[0]
+            units.append(Unit(ps.per_pod, ps.count, itype, (ps.name,)))
+            continue
+        first, second = members
+        leader, workers = (first, second) if second.count > first.count else (second, first)
+        units.append(
+            Unit(workers.per_pod, workers.count + 1, itype, (first.name, second.name), leader.per_pod)
+        )
+    return units
+
+
 def topology_decision(
     spec: TopologySpec, shape: JobShape, index_of: Callable[[], CapacityIndex], *, where_now: bool = True
 ) -> TopologyDecision:
     """The topology the job gets: none; ``auto`` (the tightest level that holds it, preferred); or
     the asked level, preferred or required (refused when no domain of it can ever hold the job).
-    ``index_of`` is called only when a topology is asked for."""
+    ``index_of`` is called only when a topology is asked for. A job of several pod sets is held to
+    it unit by unit (:func:`placement_units`): its group in one domain, each other pod set in one."""
     if spec.mode == "none":
         return TopologyDecision(mode="none", level=None, reason="no topology asked")
     index = index_of()
+    units = placement_units(shape)
+    whole = len(units) == 1 and units[0].leader in (None, units[0].pod)
 
     def kueue_pick(level: str) -> KueuePick | None:
-        return index.kueue_pick(level, shape.per_pod, shape.pods, shape.instance_type) if where_now else None
+        # the model places one pod set: a group of like pods is placed as one pod set of all of them
+        if not where_now or not whole:
+            return None
+        unit = units[0]
+        return index.kueue_pick(level, unit.pod, unit.count, unit.instance_type)
 
     if spec.mode == "auto":
-        return _auto(index, shape, kueue_pick)
+        return _auto(index, units, kueue_pick)
     assert spec.level is not None
     try:
         level = resolve_level(spec.level)
     except UnknownLevel as exc:
         raise ValidationFailed("topology.level", str(exc)) from None
-    if not index.has_level(level, shape.instance_type):
-        raise _no_such_level(index, level, shape)
+    for unit in units:
+        if not index.has_level(level, unit.instance_type):
+            raise _no_such_level(index, level, shape)
     pick = kueue_pick(level)
     where = (
         f"fits now in {pick.domain} ({pick.free_nodes} of {pick.domain_nodes} nodes free; Kueue's BestFit "
         "would pick it)"
         if pick
         else None
-        if where_now
+        if where_now and whole
         else "where it fits now was not computed"
+        if whole
+        else None
     )
     if spec.mode == "preferred":
         return TopologyDecision(
@@ -408,57 +481,80 @@ def topology_decision(
             nodes_now=list(pick.nodes) if pick else None,
             reason=f"preferred at {level_name(level)} as asked: "
             + (where or f"no {level_name(level)} domain has room for all of it now: Kueue places it as close "
-               "as it can"),
+               "as it can" if whole else _per_unit(units, level))
+            + _placed_as(shape, units),
         )  # fmt: skip
-    return _required(index, level, shape, spec, pick, where)
+    return _required(index, level, units, spec, pick, where, shape)
+
+
+def _placed_as(shape: JobShape, units: list[Unit]) -> str:
+    """What the answer says of a job of several pod sets: placed as one group, or pod set by pod set."""
+    if len(shape.pod_sets) < 2:
+        return ""
+    if len(units) == 1:
+        return (
+            f"; its pod sets {' and '.join(units[0].names)} are one pod-set group, placed in one domain "
+            "(kueue.x-k8s.io/podset-group-name)"
+        )
+    return (
+        f"; its {len(units)} pod sets are placed one by one, each in a domain of its own (Kueue v0.17.0 "
+        "groups only two pod sets of which one is a single pod: tas_validation.go)"
+    )
+
+
+def _per_unit(units: list[Unit], level: str) -> str:
+    names = ", ".join("+".join(u.names) for u in units)
+    return f"each of its pod sets ({names}) in one {level_name(level)} domain"
 
 
 def _auto(
-    index: CapacityIndex, shape: JobShape, kueue_pick: Callable[[str], KueuePick | None]
+    index: CapacityIndex, units: list[Unit], kueue_pick: Callable[[str], KueuePick | None]
 ) -> TopologyDecision:
-    """``auto``: the tightest level whose domains can hold the job, preferred there (never blocking)."""
+    """``auto``: the tightest level whose domains can hold the job (each placement unit), preferred
+    there (never blocking)."""
     from topogov.domain.placement import tightest_level
 
-    choice = tightest_level(index, shape.per_pod, shape.pods, instance_type=shape.instance_type)
-    if choice.level is None:
+    choices = [
+        tightest_level(index, u.pod, u.count, instance_type=u.instance_type, leader=u.leader) for u in units
+    ]
+    missing = next((c for c in choices if c.level is None), None)
+    if missing is not None:
         return TopologyDecision(
-            mode="none", level=None, reason=f"auto: {choice.reason}; placed without topology"
+            mode="none", level=None, reason=f"auto: {missing.reason}; placed without topology"
         )
+    order = index.levels(None)
+    choice = max(choices, key=lambda c: order.index(c.level) if c.level in order else len(order))
+    assert choice.level is not None
     pick = kueue_pick(choice.level)
+    more = "" if len(units) == 1 else f" (the widest its {len(units)} pod sets need)"
     return TopologyDecision(
         mode="preferred",
         level=choice.level,
         domain_now=pick.domain if pick else None,
         nodes_now=list(pick.nodes) if pick else None,
-        reason=f"auto: {choice.reason}; preferred there so the job is never blocked by the choice",
+        reason=f"auto: {choice.reason}{more}; preferred there so the job is never blocked by the choice",
     )
 
 
 def _required(
     index: CapacityIndex,
     level: str,
-    shape: JobShape,
+    units: list[Unit],
     spec: TopologySpec,
     pick: KueuePick | None,
     where: str | None,
+    shape: JobShape,
 ) -> TopologyDecision:
-    """``required``: refused (422) when no domain of the level can ever hold all the pods."""
-    feas = required_feasibility(index, level, shape.per_pod, shape.pods, instance_type=shape.instance_type)
-    if not feas.feasible:
-        alt = feas.would_fit
-        raise TopologyInfeasible(
-            f"no {level_name(level)} domain can ever hold all {shape.pods} pods: the largest "
-            f"({feas.fit.domain}) holds {feas.fit.pods}"
-            + (f"; {level_name(alt.level)} would" if alt.level else "; no level would"),
-            {
-                "level": level,
-                "pods": shape.pods,
-                "largest_domain": feas.fit.domain,
-                "largest_domain_holds": feas.fit.pods,
-                "tightest_level_that_holds": alt.level,
-                "tightest_domain": alt.fit.domain if alt.fit else None,
-            },
+    """``required``: refused (422) when no domain of the level can ever hold all the pods of a unit."""
+    fits = []
+    for unit in units:
+        feas = required_feasibility(
+            index, level, unit.pod, unit.count, instance_type=unit.instance_type, leader=unit.leader
         )
+        if not feas.feasible:
+            raise _infeasible(level, unit, feas, len(units) > 1)
+        fits.append(feas.fit)
+    held = fits[0].domain if len(fits) == 1 else ", ".join(f"{f.domain}" for f in fits)
     return TopologyDecision(
         mode="required",
         level=level,
@@ -467,8 +563,32 @@ def _required(
         reason=f"required at {level_name(level)}: "
         + (
             where
-            or f"fits once running work finishes ({feas.fit.domain} holds all {shape.pods} pods when empty; "
+            or f"fits once running work finishes ({held} holds all {shape.pods} pods when empty; "
             "nothing is reserved meanwhile)"
-        ),
+            if len(units) == 1
+            else where
+            or f"fits once running work finishes ({_per_unit(units, level)}: {held} when empty; "
+            "nothing is reserved meanwhile)"
+        )
+        + _placed_as(shape, units),
         fallback_after_s=parse_duration(spec.fallbackAfter) if spec.fallbackAfter else None,
+    )
+
+
+def _infeasible(level: str, unit: Unit, feas: Feasibility, several: bool) -> TopologyInfeasible:
+    alt = feas.would_fit
+    of = f" of the pod set{'s' if len(unit.names) > 1 else ''} {' and '.join(unit.names)}" if several else ""
+    return TopologyInfeasible(
+        f"no {level_name(level)} domain can ever hold all {unit.count} pods{of}: the largest "
+        f"({feas.fit.domain}) holds {feas.fit.pods}"
+        + (f"; {level_name(alt.level)} would" if alt.level else "; no level would"),
+        {
+            "level": level,
+            "pods": unit.count,
+            "pod_sets": list(unit.names),
+            "largest_domain": feas.fit.domain,
+            "largest_domain_holds": feas.fit.pods,
+            "tightest_level_that_holds": alt.level,
+            "tightest_domain": alt.fit.domain if alt.fit else None,
+        },
     )

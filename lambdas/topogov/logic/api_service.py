@@ -24,9 +24,8 @@ from topogov.domain.errors import (
     ValidationFailed,
 )
 from topogov.domain.hyperpod.mode import Mode, configured
+from topogov.domain.kinds import job_key, pod_owner
 from topogov.domain.labels import (
-    HPJOB_LABEL,
-    JOB_UID_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     WORKLOAD_JOB_UID_LABEL,
@@ -65,12 +64,14 @@ class JobsPort(Protocol):
     """The team namespaces' Jobs, Workloads and Pods, read as views (``domain/views``)."""
 
     def create(self, namespace: str, manifest: dict[str, Any]) -> JobView: ...
-    def get(self, namespace: str, name: str) -> JobView | None: ...
-    def delete(self, namespace: str, name: str) -> bool: ...
+    def get(self, namespace: str, name: str, kind: str = "Job") -> JobView | None: ...
+    def delete(self, namespace: str, name: str, kind: str = "Job") -> bool: ...
     def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None: ...
     def workloads(self, namespace: str) -> list[WorkloadView]: ...
     def list_jobs(self, namespace: str) -> list[JobView]: ...
-    def pods_of(self, namespace: str, job_uid: str) -> list[PodView]: ...
+    def pods_of(self, namespace: str, job: JobView) -> list[PodView]: ...
+    def served_kinds(self) -> frozenset[str]: ...
+    def create_owned(self, namespace: str, manifest: dict[str, Any], owner: JobView) -> None: ...
     def kueue_pods(self, namespace: str) -> list[PodView]: ...
     def admitted_usage(self, namespace: str) -> Resources: ...
 
@@ -103,7 +104,7 @@ def _job_row(
     team: str,
     namespace: str,
     r: dict[str, Any],
-    live: dict[str, JobView],
+    live: dict[tuple[str, str], JobView],
     by_uid: dict[str | None, WorkloadView],
     pods_by_uid: dict[str, list[PodView]],
     nodes: dict[str, Any],
@@ -113,14 +114,17 @@ def _job_row(
     from topogov.domain.jobs import job_status
     from topogov.domain.landing import landing, pods_from
 
-    job = live.get(r["name"]) if r.get("namespace", namespace) == namespace else None
+    kind = r.get("job_kind") or "Job"
+    job = live.get((kind, r["name"])) if r.get("namespace", namespace) == namespace else None
     workload = by_uid.get(job.uid) if job else None
     status, why = _released_status(r, *job_status(job, workload))
     asked = ((r.get("decision") or {}).get("topology") or {}).get("level")
-    landed = landing(pods_from(pods_by_uid.get(job.uid if job else "-", [])), nodes, asked)
+    key = job_key(kind, job.name, job.uid) if job else "-"
+    landed = landing(pods_from(pods_by_uid.get(key, [])), nodes, asked)
     return status, {
         "team": team,
         "name": r["name"],
+        "kind": kind,
         "status": status,
         "why_pending": why,
         "state": r.get("state"),
@@ -152,7 +156,9 @@ def _read_only_row(
         else "none"
     )
     level = (request.required or request.preferred) if request else None
-    landed = landing(pods_from(pods_by_uid.get(f"{HPJOB_LABEL}={w.owner_name}", [])), nodes, level)
+    landed = landing(
+        pods_from(pods_by_uid.get(job_key(w.owner_kind, w.owner_name, w.owner_uid), [])), nodes, level
+    )
     return {
         "team": team,
         "name": w.owner_name,
@@ -372,6 +378,8 @@ class ApiService:
         self, request: JobRequest | ManifestRequest, *, caller: Caller, dry_run: bool
     ) -> SubmitResponse:
         policy, hyperpod = self.policy_now(), self.mode().hyperpod
+        # a high-level request is rendered as the kind the cluster runs: discovery (kept 5 minutes)
+        served = self.jobs.served_kinds() if isinstance(request, JobRequest) else frozenset({"Job"})
         adm = decide(
             request,
             caller=caller,
@@ -379,6 +387,7 @@ class ApiService:
             index=self.index,
             hyperpod=hyperpod,
             defaults=self.pod_defaults,
+            served=served,
         )
         d = adm.decision
         if d.topology.domain_now and self._snapshot_at:
@@ -407,7 +416,7 @@ class ApiService:
         if not confirmed:
             # Cancelled while the Job was being created: the cancel won (its charge is released),
             # so the Job must not run uncharged.
-            self.jobs.delete(d.namespace, name)
+            self.jobs.delete(d.namespace, name, created.kind)
             raise Conflict(
                 f"job {name!r} was cancelled while it was being submitted", {"team": d.team, "name": name}
             )
@@ -426,6 +435,7 @@ class ApiService:
             # the decision without the nodes it would fit on at submission (up to one per pod)
             "decision": d.model_dump(mode="json", exclude={"topology": {"nodes_now"}}),
             "request": stored_request(request, adm.shape.kind),
+            "job_kind": adm.shape.kind.rsplit(" ", 1)[-1],
             # what a pending job's "waiting" view needs of its pods (per pod GPUs, instance type)
             "shape": {"per_pod_gpu": adm.shape.per_pod.gpu, "instance_type": adm.shape.instance_type},
             "events": [
@@ -434,20 +444,27 @@ class ApiService:
         }
 
     def _create(self, team: str, namespace: str, name: str, adm: Admission) -> JobView:
-        """Create the charged job; on failure refund the charge and remove the record (and the Job,
-        when its creation may have landed unseen), so nothing is charged without a job or left behind."""
+        """Create the charged job and what is made with it (owned by it); on failure refund the charge
+        and remove the record (and the job, when its creation may have landed unseen, or when what is
+        made with it could not be), so nothing is charged without a job or left behind."""
+        kind = adm.shape.kind.rsplit(" ", 1)[-1]
+        created: JobView | None = None
         try:
-            return self.jobs.create(namespace, adm.manifest)
+            created = self.jobs.create(namespace, adm.manifest)
+            for companion in adm.companions:
+                self.jobs.create_owned(namespace, companion, created)
+            return created
         except Exception as exc:
-            if not isinstance(exc, Refusal) or isinstance(exc, Unavailable):
-                # The answer may have been lost after the Job was created (a timeout): remove it, so
-                # there is never a Job without a record. (Not on a 409: that Job is someone else's.)
+            if created is not None or not isinstance(exc, Refusal) or isinstance(exc, Unavailable):
+                # The answer may have been lost after the job was created (a timeout), or it was
+                # created and what goes with it was not: remove it, so there is never a job without a
+                # record. (Not on a 409 for the job itself: that job is someone else's.)
                 with contextlib.suppress(Exception):
-                    self.jobs.delete(namespace, name)
+                    self.jobs.delete(namespace, name, kind)
             self.ledger.abort(team, name, adm.charge)
             if isinstance(exc, Refusal):
                 raise
-            raise Unavailable(f"creating the Job failed: {type(exc).__name__}") from exc
+            raise Unavailable(f"creating the {kind} failed: {type(exc).__name__}") from exc
 
     def submit_once(
         self, request: JobRequest | ManifestRequest, *, caller: Caller, dry_run: bool, key: str | None
@@ -535,13 +552,14 @@ class ApiService:
         record = self.ledger.get(team, name)
         if record is None:
             raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
-        job = self.jobs.get(record["namespace"], name)
+        kind = record.get("job_kind") or "Job"
+        job = self.jobs.get(record["namespace"], name, kind)
         workload = None
         placement = None
         if job is not None:
             workload = self.jobs.workload_for(record["namespace"], job.uid)
             if not job.suspended or job.active:
-                pods = pods_from(self.jobs.pods_of(record["namespace"], job.uid))
+                pods = pods_from(self.jobs.pods_of(record["namespace"], job))
                 asked = ((record.get("decision") or {}).get("topology") or {}).get("level")
                 placement = landing(pods, self._snapshot_nodes(), asked)
         status, why = _released_status(record, *job_status(job, workload))
@@ -552,6 +570,7 @@ class ApiService:
             "team": team,
             "name": name,
             "namespace": record["namespace"],
+            "kind": kind,
             "status": status,
             "why_pending": why,
             "state": record.get("state"),
@@ -657,12 +676,14 @@ class ApiService:
         nodes = self._snapshot_nodes()
         pods_by_uid: dict[str, list[PodView]] = {}
         for pod in self.jobs.kueue_pods(namespace):
-            key = pod.labels.get(JOB_UID_LABEL) or f"{HPJOB_LABEL}={pod.labels.get(HPJOB_LABEL, '')}"
-            pods_by_uid.setdefault(key, []).append(pod)
+            key = pod_owner(pod.labels)
+            if key is not None:
+                pods_by_uid.setdefault(key, []).append(pod)
         rows = [_read_only_row(team, w, pods_by_uid, nodes) for w in foreign]
         if records:
-            live = {j.name: j for j in self.jobs.list_jobs(namespace)}
-            by_uid = {w.labels.get(WORKLOAD_JOB_UID_LABEL): w for w in workloads}
+            live = {(j.kind, j.name): j for j in self.jobs.list_jobs(namespace)}
+            by_uid: dict[str | None, WorkloadView] = {w.owner_uid: w for w in workloads}
+            by_uid.update({w.labels.get(WORKLOAD_JOB_UID_LABEL): w for w in workloads})
             for r in records:
                 status, row = _job_row(team, namespace, r, live, by_uid, pods_by_uid, nodes)
                 if status == "Pending":
@@ -783,16 +804,17 @@ class ApiService:
         if record is None:
             self._refuse_read_only(t.namespace, team, name)
             raise NotFound(f"no job {name!r} in team {team!r}", {"team": team, "name": name})
-        job = self.jobs.get(record["namespace"], name)
+        kind = record.get("job_kind") or "Job"
+        job = self.jobs.get(record["namespace"], name, kind)
         if job is not None and job.labels.get(MANAGED_BY_LABEL) != MANAGED_BY:
             # A Job of that name made outside Topogov (after its own was released, say): not Topogov's
             # to delete, so nothing is done.
             raise Conflict(
-                f"the Job {name!r} in {record['namespace']} was not created by Topogov (it lacks "
+                f"the {kind} {name!r} in {record['namespace']} was not created by Topogov (it lacks "
                 f"{MANAGED_BY_LABEL}={MANAGED_BY}): not cancelled",
                 {"team": team, "name": name},
             )
-        deleted = self.jobs.delete(record["namespace"], name) if job is not None else False
+        deleted = self.jobs.delete(record["namespace"], name, kind) if job is not None else False
         released = self.ledger.release(team, name, "cancelled")
         return {"team": team, "name": name, "job_deleted": deleted, "charge_released": released}
 

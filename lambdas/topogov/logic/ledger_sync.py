@@ -40,9 +40,9 @@ STALE_RESERVATION_S = 300
 
 class JobLister(Protocol):
     def list_jobs(self, namespace: str) -> list[JobView]: ...
-    def delete(self, namespace: str, name: str) -> bool: ...
+    def delete(self, namespace: str, name: str, kind: str = "Job") -> bool: ...
     def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None: ...
-    def relax_topology(self, namespace: str, name: str, level: str) -> str: ...
+    def relax_topology(self, namespace: str, name: str, level: str, kind: str = "Job") -> str: ...
 
 
 def run_seconds(job: JobView | None) -> float | None:
@@ -118,7 +118,7 @@ def fall_back(
     status, why = job_status(job, workload)
     if status != "Pending":
         return False
-    outcome = jobs.relax_topology(record["namespace"], record["name"], level)
+    outcome = jobs.relax_topology(record["namespace"], record["name"], level, job.kind)
     if outcome not in ("switched", "already"):
         return False
     deadline = now - dt.timedelta(seconds=waited - after)
@@ -152,14 +152,14 @@ def sync_ledger(
     queued or running, never with the ledger's history (released records are not read)."""
     summary = SyncSummary()
     for team_name, team in sorted(policy.teams.items()):
-        in_cluster = {j.name: j for j in jobs.list_jobs(team.namespace)}
+        in_cluster = {(j.kind, j.name): j for j in jobs.list_jobs(team.namespace)}
         records = ledger.live(team_name)
         ran: dict[int, list[float]] = {}
         for record in records:
             _sync_record(
                 team_name,
                 record,
-                in_cluster.get(record["name"]),
+                in_cluster.get((record.get("job_kind") or "Job", record["name"])),
                 ledger,
                 jobs,
                 now(),
@@ -168,9 +168,9 @@ def sync_ledger(
                 ran,
             )
         _keep_runs(team_name, ledger, ran)
-        known = {r["name"] for r in records}
-        for name in sorted(set(in_cluster) - known):
-            _sync_unrecorded(team_name, team.namespace, in_cluster[name], ledger, jobs, summary)
+        known = {(r.get("job_kind") or "Job", r["name"]) for r in records}
+        for key in sorted(set(in_cluster) - known):
+            _sync_unrecorded(team_name, team.namespace, in_cluster[key], ledger, jobs, summary)
         summary.in_flight_gpu[team_name] = ledger.usage(team_name).gpu
     return summary
 
@@ -248,9 +248,15 @@ def _sync_unrecorded(
         summary.unmanaged_jobs.append(f"{namespace}/{job.name}")
         return
     record = ledger.get(team, job.name)
+    if (
+        record is not None
+        and (record.get("job_kind") or "Job") != job.kind
+        and record.get("state") != "released"
+    ):
+        record = None  # the live record is another kind's: this one was never charged
     if record is None:
-        summary.orphans_deleted += jobs.delete(namespace, job.name)
+        summary.orphans_deleted += jobs.delete(namespace, job.name, job.kind)
     elif record.get("state") == "released" and record.get("release_reason") == "cancelled":
-        summary.cancels_completed += jobs.delete(namespace, job.name)
+        summary.cancels_completed += jobs.delete(namespace, job.name, job.kind)
     elif record.get("state") == "released":  # its charge was released (abandoned): not to run uncharged
-        summary.orphans_deleted += jobs.delete(namespace, job.name)
+        summary.orphans_deleted += jobs.delete(namespace, job.name, job.kind)

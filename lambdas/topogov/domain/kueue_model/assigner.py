@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from topogov.domain.kueue_model.groups import find_assignments
 from topogov.domain.kueue_model.objects import (
     PODS,
     ClusterQueue,
@@ -37,7 +38,7 @@ from topogov.domain.kueue_model.objects import (
 )
 from topogov.domain.kueue_model.quota import FR, QuotaState
 from topogov.domain.kueue_model.resources import quantity_string
-from topogov.domain.kueue_model.tas import Placement, TASRequest, TopologyAssignment, find_assignments
+from topogov.domain.kueue_model.tas import Placement, TASRequest, TopologyAssignment
 from topogov.domain.kueue_model.topology import DomainUsage, FlavorTree
 
 # preemptionMode (flavorassigner.go), ordered worst to best

@@ -171,7 +171,9 @@ def workload_of(obj: WorkloadView, cluster_queue_of_local: Mapping[str, str]) ->
     pod_sets = []
     for ps in obj.pod_sets:
         tr = ps.topology_request
-        topology = TopologyRequest(tr.required, tr.preferred, tr.unconstrained) if tr.asked else None
+        topology = (
+            TopologyRequest(tr.required, tr.preferred, tr.unconstrained, tr.group) if tr.asked else None
+        )
         pod_sets.append(
             PodSet(
                 ps.count,

@@ -204,6 +204,9 @@ class TopologyRequest:
     required: str | None = None
     preferred: str | None = None
     unconstrained: bool = False
+    # ``podSetGroupName`` (``kueue.x-k8s.io/podset-group-name``, kept only beside required or
+    # preferred: ``jobframework/tas.go``): the pod sets of one workload placed as one (groups.py)
+    group: str | None = None
 
     @property
     def explicit(self) -> bool:

@@ -25,8 +25,10 @@ Phase 2b, descending (``updateCountsToMinimumGeneric``)
 
 Failure messages are Kueue's words (``notFitMessage``, ``ExclusionStats.formatReasons``), e.g.
 ``topology "default" allows to fit only 3 out of 4 pod(s)`` and ``... doesn't allow to fit any of 1
-pod(s). Total nodes: 4; excluded: resource "cpu": 4``. Pod-set slices, leader/worker groups,
-balanced placement, node affinity and node replacement are out of scope (see the package docstring).
+pod(s). Total nodes: 4; excluded: resource "cpu": 4``. A leader and its workers placed as one
+(pod-set groups) are :mod:`.groups`'s, which also orders a workload's pod sets
+(``find_assignments``). Pod-set slices, balanced placement, node affinity and node replacement are
+out of scope (see the package docstring).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from topogov.domain.kueue_model.objects import PODS, Toleration, TopologyRequest
-from topogov.domain.kueue_model.resources import add_into, count_in
+from topogov.domain.kueue_model.resources import count_in
 from topogov.domain.kueue_model.topology import DomainUsage, FlavorTree
 
 
@@ -240,7 +242,7 @@ class _Counts:
         return f". Total nodes: {len(self.leaf_state)}; excluded: {', '.join(sorted(reasons))}"
 
 
-def _counts(
+def counts_for(
     tree: FlavorTree,
     requests: Mapping[str, int],
     assumed: Mapping[int, Mapping[str, int]],
@@ -323,7 +325,7 @@ def _ascending_nonzero(state: list[int], hist: Mapping[int, int]) -> Iterator[in
             yield d
 
 
-def _not_fit(tree: FlavorTree, counts: _Counts, fit: int, total: int) -> str:
+def not_fit_message(tree: FlavorTree, counts: _Counts, fit: int, total: int) -> str:
     """``notFitMessage`` for pods (slice size 1)."""
     name = tree.topology_name
     if fit == 0:
@@ -357,7 +359,7 @@ def _find_level(
             assert fit is not None
             return level, [counts.first_holding(level, fit)], ""
         if required:
-            return 0, [], _not_fit(tree, counts, top, count)
+            return 0, [], not_fit_message(tree, counts, top, count)
         if level > 0:
             return _find_level(tree, counts, level - 1, required, count, lfc)
         order = _sorted(range(n), state, True)
@@ -371,11 +373,11 @@ def _find_level(
         results.append(d)
         remaining -= state[d]
     if remaining > 0:
-        return 0, [], _not_fit(tree, counts, count - remaining, count)
+        return 0, [], not_fit_message(tree, counts, count - remaining, count)
     return level, results, ""
 
 
-def _level_key(tree: FlavorTree, request: TASRequest) -> str | None:
+def level_key(tree: FlavorTree, request: TASRequest) -> str | None:
     """``levelKeyWithImpliedFallback``: required, preferred, the lowest level for unconstrained and
     implied requests."""
     tr = request.topology
@@ -396,7 +398,7 @@ def find_assignment(
     simulate_empty: bool = False,
 ) -> Placement:
     """``findTopologyAssignment`` for one pod set (no slices, no leader)."""
-    key = _level_key(tree, request)
+    key = level_key(tree, request)
     if key is None:
         return Placement(None, "topology level not specified")
     if key not in tree.levels:
@@ -406,7 +408,7 @@ def find_assignment(
     lfc = (request.topology is not None and request.topology.unconstrained) or request.implied
     requests = {**request.requests, PODS: request.requests.get(PODS, 0) + 1}
     tolerations = (*request.tolerations, *tree.tolerations)
-    counts = _counts(tree, requests, assumed or {}, simulate_empty, tolerations, request.node_selector)
+    counts = counts_for(tree, requests, assumed or {}, simulate_empty, tolerations, request.node_selector)
     fit_level, domains, reason = _find_level(tree, counts, level, required, request.count, lfc)
     if reason:
         return Placement(None, reason)
@@ -429,28 +431,8 @@ def level_counts(tree: FlavorTree, request: TASRequest, *, simulate_empty: bool 
     order), as a placement reads them: for tests and explanations."""
     requests = {**request.requests, PODS: request.requests.get(PODS, 0) + 1}
     tolerations = (*request.tolerations, *tree.tolerations)
-    counts = _counts(tree, requests, {}, simulate_empty, tolerations, request.node_selector)
+    counts = counts_for(tree, requests, {}, simulate_empty, tolerations, request.node_selector)
     return [list(level) for level in counts.states]
-
-
-def find_assignments(
-    tree: FlavorTree, requests: Sequence[TASRequest], *, simulate_empty: bool = False
-) -> dict[str, Placement]:
-    """``FindTopologyAssignmentsForFlavor``: pod sets in order, each seeing the ones before it as
-    assumed usage (single-pod requests times count, without ``pods``: ``addAssumedUsage``); stops at
-    the first failure."""
-    out: dict[str, Placement] = {}
-    assumed: dict[int, dict[str, int]] = {}
-    for request in requests:
-        placed = find_assignment(tree, request, assumed, simulate_empty=simulate_empty)
-        out[request.pod_set] = placed
-        if placed.failure or placed.assignment is None:
-            return out
-        for values, n in placed.assignment.domains:
-            leaf = tree.leaf_of(values)
-            if leaf is not None:
-                add_into(assumed.setdefault(leaf, {}), request.requests, n)
-    return out
 
 
 def domain_usage(assignment: TopologyAssignment, single: Mapping[str, int]) -> list[DomainUsage]:

@@ -18,9 +18,10 @@ from topogov.domain.labels import (
     INSTANCE_TYPE_LABEL,
     PREFERRED_ANNOTATION,
     PRIORITY_LABEL,
+    QUEUE_LABEL,
     REQUIRED_ANNOTATION,
 )
-from topogov.domain.manifests.kinds import ACCEPTED, kind_of, pod_templates
+from topogov.domain.manifests.kinds import pod_templates, rules_for
 from topogov.domain.manifests.metadata import checked_object_metadata
 from topogov.domain.manifests.pods import check_pod_template
 from topogov.domain.manifests.shape import JobShape, ManifestProblem, Placement, PodSet, TemplateRef
@@ -45,37 +46,68 @@ def inspect_manifest(
     team_queue: str,
     rules: PodRules | None = None,
     defaults: NamespaceDefaults | None = None,
+    hyperpod: bool = False,
 ) -> JobShape:
     """Check a submitted manifest for a team (its namespace, LocalQueue and pod rules) and measure it.
     ``defaults``: what Kueue adds to the namespace's pods' requests (LimitRange defaults, the
-    RuntimeClasses' overhead); none when not given."""
+    RuntimeClasses' overhead); none when not given. ``hyperpod``: the cluster is SageMaker HyperPod's
+    (a HyperPodPyTorchJob is accepted)."""
     base = "manifest"
     if not isinstance(manifest, Mapping):
         raise ManifestProblem(base, "must be a Kubernetes object (apiVersion, kind, metadata, spec)")
     rules = rules or PodRules()
-    if kind_of(manifest) not in ACCEPTED:
-        accepted = ", ".join(f"{v} {k}" for v, k in ACCEPTED)
-        raise ManifestProblem(f"{base}.kind", f"must be one of the accepted kinds: {accepted}")
+    kind = rules_for(manifest, base, hyperpod=hyperpod)
     meta = manifest.get("metadata")
     name = checked_object_metadata(
-        meta, f"{base}.metadata", team_namespace=team_namespace, team_queue=team_queue
-    )
-    templates = pod_templates(manifest, base)
+        meta, f"{base}.metadata", team_namespace=team_namespace, team_queue=team_queue,
+        kueue_keys=kind.object_keys,
+    )  # fmt: skip
+    templates = pod_templates(manifest, base, hyperpod=hyperpod)
     pod_sets = []
     for ref in templates:
-        check_pod_template(ref.template, ref.field, rules)
+        check_pod_template(ref.template, ref.field, rules, kind.template_keys, kind.named_templates)
+        _template_queue(ref, team_queue)
         pod_sets.append(_pod_set(ref, defaults or NamespaceDefaults()))
     first = pod_sets[0]
+    asked = _one_placement(pod_sets, (meta or {}).get("annotations") or {}, f"{base}.metadata.annotations")
+    grouped = kind.groups and len(pod_sets) == 2 and min(ps.count for ps in pod_sets) == 1
     return JobShape(
         name=name,
         pods=sum(ps.count for ps in pod_sets),
         per_pod=first.per_pod,
         instance_type=first.instance_type,
-        placement=first.placement,
+        placement=asked,
         priority_class=((meta or {}).get("labels") or {}).get(PRIORITY_LABEL),
         pod_sets=tuple(pod_sets),
-        kind="{} {}".format(*kind_of(manifest)),
+        kind=kind.kind.title,
+        grouped=grouped,
     )
+
+
+def _template_queue(ref: TemplateRef, team_queue: str) -> None:
+    """A template that names a LocalQueue (a HyperPodPyTorchJob's, as ``hyp`` writes it) names the team's."""
+    labels = (ref.template.get("metadata") or {}).get("labels") or {}
+    queue = labels.get(QUEUE_LABEL)
+    if queue is not None and queue != team_queue:
+        raise ManifestProblem(
+            f"{ref.field}.metadata.labels.{QUEUE_LABEL}", f"must be the team's LocalQueue {team_queue!r}"
+        )
+
+
+def _one_placement(pod_sets: list[PodSet], annotations: Mapping[str, Any], field: str) -> Placement | None:
+    """The topology the job asks for: Topogov decides one for the whole job, so every template that
+    asks one (and the object, for a kind whose object carries it) asks the same."""
+    asked = [(ps.field, ps.placement) for ps in pod_sets if ps.placement is not None]
+    on_object = _placement_of(annotations, field)
+    if on_object is not None:
+        asked.insert(0, (field, on_object))
+    for where, placement in asked[1:]:
+        if placement != asked[0][1]:
+            raise ManifestProblem(
+                f"{where}.metadata.annotations" if where != field else where,
+                f"asks another topology than {asked[0][0]}: Topogov decides one topology for the whole job",
+            )
+    return asked[0][1] if asked else None
 
 
 def _pod_set(ref: TemplateRef, defaults: NamespaceDefaults) -> PodSet:
@@ -89,6 +121,7 @@ def _pod_set(ref: TemplateRef, defaults: NamespaceDefaults) -> PodSet:
         per_pod=governed(kueue_pod_requests(spec, defaults)),
         instance_type=selector.get(INSTANCE_TYPE_LABEL),
         placement=_placement_of(meta.get("annotations") or {}, f"{ref.field}.metadata.annotations"),
+        path=ref.path,
     )
 
 

@@ -87,13 +87,18 @@ _WHY_NOT = {
 }
 
 
-def checked_template_metadata(meta: Any, field: str, kueue_keys: Iterable[str] = TEMPLATE_KUEUE_KEYS) -> None:
-    """A pod template's metadata: labels and annotations only, well formed, no reserved key."""
+def checked_template_metadata(
+    meta: Any, field: str, kueue_keys: Iterable[str] = TEMPLATE_KUEUE_KEYS, *, named: bool = False
+) -> None:
+    """A pod template's metadata: labels and annotations only (and a name, when ``named``), well
+    formed, no reserved key."""
     if meta is None:
         return
     if not isinstance(meta, Mapping):
         raise ManifestProblem(field, "must be an object")
-    _only(meta, TEMPLATE_METADATA, field)
+    _only(meta, TEMPLATE_METADATA | {"name"} if named else TEMPLATE_METADATA, field)
+    if named and meta.get("name") is not None and not isinstance(meta.get("name"), str):
+        raise ManifestProblem(f"{field}.name", "must be a string")
     annotations = string_map(meta, "annotations", f"{field}.annotations")
     labels = checked_labels(meta.get("labels") or {}, f"{field}.labels")
     allowed = frozenset(kueue_keys)

@@ -26,7 +26,7 @@ Every problem is reported with the JSON path of its field; :func:`check_pod_temp
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -39,7 +39,7 @@ from topogov.domain.labels import (
     LIFECYCLE_TAINT_PREFIX,
     NODE_ROLE_TAINT_PREFIX,
 )
-from topogov.domain.manifests.metadata import checked_template_metadata, string_map
+from topogov.domain.manifests.metadata import TEMPLATE_KUEUE_KEYS, checked_template_metadata, string_map
 from topogov.domain.manifests.shape import ManifestProblem
 from topogov.domain.policy.pods import PodRules
 from topogov.domain.quantity import EFA, GPU, parse_quantity
@@ -85,12 +85,20 @@ NODE_NAME_FIELD = "metadata.name"  # a node affinity matchFields key: the node's
 CONTAINER_KINDS = ("initContainers", "containers")
 
 
-def check_pod_template(template: Any, field: str, rules: PodRules) -> None:
+def check_pod_template(
+    template: Any,
+    field: str,
+    rules: PodRules,
+    kueue_keys: Iterable[str] = TEMPLATE_KUEUE_KEYS,
+    named: bool = False,
+) -> None:
     """Refuse a pod template a team member may not submit (the module docstring); ``field`` is the
-    JSON path of the template in the request (``manifest.spec.template``)."""
+    JSON path of the template in the request (``manifest.spec.template``). ``kueue_keys``: the keys
+    of Kueue's its kind may carry on a template; ``named``: its metadata may name it (a
+    HyperPodPyTorchJob's template, as ``hyp`` writes it)."""
     if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
         raise ManifestProblem(f"{field}.spec", "is required")
-    checked_template_metadata(template.get("metadata"), f"{field}.metadata")
+    checked_template_metadata(template.get("metadata"), f"{field}.metadata", kueue_keys, named=named)
     spec, at = template["spec"], f"{field}.spec"
     _check_structure(spec, at)
     problems = [

@@ -37,6 +37,7 @@ class TemplateRef:
     field: str
     template: Mapping[str, Any]
     count: int
+    path: tuple[str | int, ...] = ("spec", "template")  # where the template is in the manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class PodSet:
     per_pod: Resources
     instance_type: str | None = None
     placement: Placement | None = None
+    path: tuple[str | int, ...] = ("spec", "template")  # where its template is in the manifest
 
     @property
     def total(self) -> Resources:
@@ -71,6 +73,21 @@ class JobShape:
     priority_class: str | None = None  # what the manifest's PRIORITY_LABEL asks (raw manifests)
     pod_sets: tuple[PodSet, ...] = ()
     kind: str = "batch/v1 Job"  # the object's apiVersion and kind
+    # Its two pod sets are placed as one, a leader and its workers (Kueue's pod-set group: exactly two
+    # pod sets, one of a single pod; kueue v0.17.0 pkg/controller/jobframework/tas_validation.go)
+    grouped: bool = False
+
+    @property
+    def units(self) -> list[list[PodSet]]:
+        """How Kueue places the job: the pod sets of a group together, each other pod set alone."""
+        if self.grouped:
+            return [list(self.pod_sets)]
+        return [[ps] for ps in self.pod_sets] if self.pod_sets else []
+
+    @property
+    def uniform(self) -> bool:
+        """Every pod of the job asks the same (one pod set, or pod sets whose pods are alike)."""
+        return len({(ps.per_pod, ps.instance_type) for ps in self.pod_sets}) <= 1
 
     @property
     def total(self) -> Resources:

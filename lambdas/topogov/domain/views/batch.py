@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field
 from typing import Any
 
@@ -107,15 +107,21 @@ class PodView:
 
 @view
 class JobView:
-    """A batch/v1 Job. ``raw`` is the Job as the API server returned it, kept whole for one reader:
-    the answer to a submission (``ApiService.submit`` returns the created Job)."""
+    """A governed job of any accepted kind (``domain/kinds.py``): a batch/v1 Job, a PyTorchJob, a
+    JobSet, a HyperPodPyTorchJob, read into one shape. ``suspended``: its kind's suspension flag
+    (Kueue starts it by clearing it; a HyperPodPyTorchJob, which has none, reads as suspended until
+    its operator says it runs); ``templates``: each pod template's path in the object and its
+    annotations (Kueue's topology request); ``ready``/``active``/``succeeded``/``failed``: pods, summed
+    over the kind's replica statuses; ``start_time``/``completion_time``: when it started and ended.
+    ``raw`` is the object as the API server returned it, kept whole for one reader: the answer to a
+    submission (``ApiService.submit`` returns the created object)."""
 
     name: str
     namespace: str
     uid: str
     labels: Mapping[str, str]
-    suspended: bool  # spec.suspend: Kueue unsuspends the Job it admits
-    template_annotations: Mapping[str, str]  # the pod template's (Kueue's topology annotations)
+    suspended: bool
+    template_annotations: Mapping[str, str]  # the first pod template's (Kueue's topology annotations)
     active_deadline_s: int | None
     conditions: tuple[Condition, ...]
     ready: int | None  # status.ready (batch/v1, GA in Kubernetes 1.29); None when absent
@@ -125,27 +131,146 @@ class JobView:
     start_time: str | None
     completion_time: str | None
     raw: Mapping[str, Any] = field(repr=False, compare=False)
+    kind: str = "Job"
+    templates: tuple[tuple[tuple[str | int, ...], Mapping[str, str]], ...] = ()
 
     @classmethod
     def from_api(cls, body: Mapping[str, Any]) -> JobView:
-        meta = body.get("metadata") or EMPTY
-        spec = body.get("spec") or EMPTY
-        status = body.get("status") or EMPTY
-        template_meta = (spec.get("template") or EMPTY).get("metadata") or EMPTY
-        return cls(
-            str(meta.get("name", "")),
-            str(meta.get("namespace", "")),
-            str(meta.get("uid", "")),
-            meta.get("labels") or {},
-            bool(spec.get("suspend", False)),
-            template_meta.get("annotations") or {},
-            spec.get("activeDeadlineSeconds"),
-            conditions_of(status),
-            status.get("ready") if "ready" in status else None,
-            status.get("active") or 0,
-            status.get("succeeded") or 0,
-            status.get("failed") or 0,
-            status.get("startTime"),
-            status.get("completionTime"),
-            body,
+        reader = _READERS.get(str(body.get("kind") or "Job"), _job)
+        return reader(cls, body)
+
+
+def _annotations(template: Any) -> Mapping[str, str]:
+    meta = (template or EMPTY).get("metadata") or EMPTY if isinstance(template, Mapping) else EMPTY
+    return meta.get("annotations") or {}
+
+
+def _job(cls: type[JobView], body: Mapping[str, Any]) -> JobView:
+    """A batch/v1 Job (``k8s.io/api/batch/v1``)."""
+    meta = body.get("metadata") or EMPTY
+    spec = body.get("spec") or EMPTY
+    status = body.get("status") or EMPTY
+    annotations = _annotations(spec.get("template"))
+    return cls(
+        str(meta.get("name", "")),
+        str(meta.get("namespace", "")),
+        str(meta.get("uid", "")),
+        meta.get("labels") or {},
+        bool(spec.get("suspend", False)),
+        annotations,
+        spec.get("activeDeadlineSeconds"),
+        conditions_of(status),
+        status.get("ready") if "ready" in status else None,
+        status.get("active") or 0,
+        status.get("succeeded") or 0,
+        status.get("failed") or 0,
+        status.get("startTime"),
+        status.get("completionTime"),
+        body,
+        "Job",
+        ((("spec", "template"), annotations),),
+    )
+
+
+def _common(
+    cls: type[JobView],
+    body: Mapping[str, Any],
+    kind: str,
+    suspended: bool,
+    templates: Sequence[tuple[tuple[str | int, ...], Mapping[str, str]]],
+    counts: tuple[int | None, int, int, int],
+    times: tuple[str | None, str | None],
+) -> JobView:
+    meta = body.get("metadata") or EMPTY
+    status = body.get("status") or EMPTY
+    ready, active, succeeded, failed = counts
+    return cls(
+        str(meta.get("name", "")),
+        str(meta.get("namespace", "")),
+        str(meta.get("uid", "")),
+        meta.get("labels") or {},
+        suspended,
+        templates[0][1] if templates else {},
+        None,
+        conditions_of(status),
+        ready,
+        active,
+        succeeded,
+        failed,
+        times[0],
+        times[1],
+        body,
+        kind,
+        tuple(templates),
+    )
+
+
+def _true_since(status: Mapping[str, Any], kind: str, value: str = "True") -> str | None:
+    for c in status.get("conditions") or ():
+        if c.get("type") == kind and c.get("status") == value:
+            return c.get("lastTransitionTime")  # type: ignore[no-any-return]
+    return None
+
+
+def _pytorchjob(cls: type[JobView], body: Mapping[str, Any]) -> JobView:
+    """A PyTorchJob (training-operator v1.9.3 ``pkg/apis/kubeflow.org/v1``): suspended by
+    ``spec.runPolicy.suspend``; pods counted from ``status.replicaStatuses`` (active, succeeded,
+    failed per replica type); ``status.startTime``/``completionTime``."""
+    spec = body.get("spec") or EMPTY
+    status = body.get("status") or EMPTY
+    replicas = spec.get("pytorchReplicaSpecs") or EMPTY
+    templates = [
+        (
+            ("spec", "pytorchReplicaSpecs", rt, "template"),
+            _annotations((replicas.get(rt) or EMPTY).get("template")),
         )
+        for rt in ("Master", "Worker")
+        if rt in replicas
+    ]
+    counts = [0, 0, 0]
+    for rs in (status.get("replicaStatuses") or EMPTY).values():
+        for i, key in enumerate(("active", "succeeded", "failed")):
+            counts[i] += int((rs or EMPTY).get(key) or 0)
+    suspended = bool((spec.get("runPolicy") or EMPTY).get("suspend", False))
+    times = (status.get("startTime"), status.get("completionTime"))
+    return _common(cls, body, "PyTorchJob", suspended, templates, (None, *counts), times)  # type: ignore[arg-type]
+
+
+def _jobset(cls: type[JobView], body: Mapping[str, Any]) -> JobView:
+    """A JobSet (sigs.k8s.io/jobset v0.11.1 ``api/jobset/v1alpha2``): suspended by ``spec.suspend``;
+    pods counted from ``status.replicatedJobsStatus`` (ready, active, succeeded, failed Jobs: one
+    pod each for the usual one-pod Jobs); started when its ``Suspended`` condition turned False,
+    ended when ``Completed`` or ``Failed`` turned True."""
+    spec = body.get("spec") or EMPTY
+    status = body.get("status") or EMPTY
+    templates = [
+        (("spec", "replicatedJobs", i, "template", "spec", "template"),
+         _annotations((((rj or EMPTY).get("template") or EMPTY).get("spec") or EMPTY).get("template")))
+        for i, rj in enumerate(spec.get("replicatedJobs") or ())
+    ]  # fmt: skip
+    counts = [0, 0, 0, 0]
+    for rjs in status.get("replicatedJobsStatus") or ():
+        for i, key in enumerate(("ready", "active", "succeeded", "failed")):
+            counts[i] += int((rjs or EMPTY).get(key) or 0)
+    ended = _true_since(status, "Completed") or _true_since(status, "Failed")
+    times = (_true_since(status, "Suspended", "False"), ended)
+    return _common(cls, body, "JobSet", bool(spec.get("suspend", False)), templates, tuple(counts), times)  # type: ignore[arg-type]
+
+
+def _hyperpod(cls: type[JobView], body: Mapping[str, Any]) -> JobView:
+    """A HyperPodPyTorchJob (``hyp create hyp-pytorch-job``): no suspension field (it reads as
+    suspended until its ``Running`` condition, or an end, is True); started when ``Running`` turned
+    True, ended when ``Completed`` or ``Failed`` did (the conditions ``hyp list`` reads)."""
+    spec = body.get("spec") or EMPTY
+    status = body.get("status") or EMPTY
+    templates = [
+        (("spec", "replicaSpecs", i, "template"), _annotations((rs or EMPTY).get("template")))
+        for i, rs in enumerate(spec.get("replicaSpecs") or ())
+    ]
+    running = _true_since(status, "Running")
+    ended = _true_since(status, "Completed") or _true_since(status, "Failed")
+    suspended = running is None and ended is None
+    return _common(cls, body, "HyperPodPyTorchJob", suspended, templates, (None, 0, 0, 0), (running, ended))
+
+
+_READERS = {"Job": _job, "PyTorchJob": _pytorchjob, "JobSet": _jobset, "HyperPodPyTorchJob": _hyperpod}

@@ -17,6 +17,7 @@ class TopologyRequest:
     required: str | None = None
     preferred: str | None = None
     unconstrained: bool = False
+    group: str | None = None  # podSetGroupName: the pod sets of a job placed as one
 
     @property
     def asked(self) -> bool:
@@ -106,7 +107,9 @@ def _pod_set(ps: Mapping[str, Any]) -> PodSet:
         ps.get("name", "main"),
         int(ps.get("count", 1)),
         PodSpecView.from_api((ps.get("template") or EMPTY).get("spec") or EMPTY),
-        TopologyRequest(tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained")))
+        TopologyRequest(
+            tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained")), tr.get("podSetGroupName")
+        )
         if tr
         else NO_TOPOLOGY_REQUEST,
     )

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from topogov.domain.errors import Refusal
-from topogov.domain.jobs import requests_from as job_requests
+from topogov.domain.jobs import GROUP_NAME
 from topogov.domain.kueue import cluster_queue_name, flavors_from_nodes, render
 from topogov.domain.kueue_model import Cluster, PodSet, TopologyRequest, Workload, requests_from
 from topogov.domain.kueue_model.convert import nodes_of, objects_of
@@ -55,6 +55,7 @@ from topogov.domain.quantity import (
     over_cap_message,
     resources_from,
 )
+from topogov.domain.render import requests_from as job_requests
 from topogov.domain.tree import NodeCapacity
 from topogov.logic.admission import Admission, decide
 from topogov.logic.whatif.inputs import TraceJob, as_request
@@ -341,10 +342,20 @@ class Simulation:
             else None
         )  # fmt: skip
         selector = {INSTANCE_TYPE_LABEL: job.instance_type} if job.instance_type else {}
-        per_pod = requests_from(admission.shape.per_pod)
-        pod_set = PodSet(job.pods, per_pod, topology=request, node_selector=selector)
+        shape = admission.shape
+        group = GROUP_NAME if shape.grouped and request is not None else None
+        pod_sets = tuple(
+            PodSet(
+                ps.count,
+                requests_from(ps.per_pod),
+                ps.name,
+                replace(request, group=group) if request is not None else None,
+                selector,
+            )
+            for ps in shape.pod_sets
+        ) or (PodSet(job.pods, requests_from(shape.per_pod), topology=request, node_selector=selector),)
         queue = cluster_queue_name(self.policy.teams[job.team])
-        wl = Workload(key, queue, (pod_set,), admission.decision.priority_value, self.now, key)
+        wl = Workload(key, queue, pod_sets, admission.decision.priority_value, self.now, key)
         self.workloads[key] = wl
         self.cluster.submit(wl)
 
@@ -354,10 +365,14 @@ class Simulation:
         wl = self.workloads.get(name)
         if wl is None or run.end_s is not None or self._holds(name) or run.fallback_s is not None:
             return
-        ps = wl.pod_sets[0]
-        assert ps.topology is not None and ps.topology.required is not None
         relaxed = replace(
-            wl, pod_sets=(replace(ps, topology=TopologyRequest(preferred=ps.topology.required)),)
+            wl,
+            pod_sets=tuple(
+                replace(ps, topology=replace(ps.topology, required=None, preferred=ps.topology.required))
+                if ps.topology is not None and ps.topology.required is not None
+                else ps
+                for ps in wl.pod_sets
+            ),
         )
         self.cluster.cancel(name, self.now)
         self.cluster.submit(relaxed)

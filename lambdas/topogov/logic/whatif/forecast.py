@@ -177,11 +177,17 @@ def _host_set(pod_sets: Sequence[PodSetAdmission]) -> set[str]:
 
 
 def _relaxed(wl: Workload) -> Workload | None:
-    """``ledger_sync.fall_back``: the first pod set's required level, preferred instead."""
-    ps = wl.pod_sets[0]
-    if ps.topology is None or ps.topology.required is None:
+    """``ledger_sync.fall_back``: every pod set's required level, preferred instead (a pod-set group
+    stays one)."""
+    if not any(ps.topology is not None and ps.topology.required is not None for ps in wl.pod_sets):
         return None
-    return replace(wl, pod_sets=(replace(ps, topology=TopologyRequest(preferred=ps.topology.required)),))
+    return replace(wl, pod_sets=tuple(_prefer(ps.topology, ps) for ps in wl.pod_sets))
+
+
+def _prefer(request: TopologyRequest | None, ps: Any) -> Any:
+    if request is None or request.required is None:
+        return ps
+    return replace(ps, topology=replace(request, required=None, preferred=request.required))
 
 
 def forecast(
@@ -511,7 +517,16 @@ def alternatives(
         variants.append((f"preferred {asked}", TopologyRequest(preferred=asked)))
     out = []
     for label, request in variants:
-        variant = replace(wl, pod_sets=(replace(ps, topology=request), *wl.pod_sets[1:]))
+        # every pod set that asked the level is varied alike (a pod-set group stays one)
+        variant = replace(
+            wl,
+            pod_sets=tuple(
+                replace(p, topology=replace(request, group=p.topology.group))
+                if p.topology is not None and p.topology.required == asked
+                else p
+                for p in wl.pod_sets
+            ),
+        )
         others = [
             q if q.workload.name != target else replace(q, workload=variant, fallback_s=None) for q in queued
         ]
