@@ -100,6 +100,10 @@ def run_jobs(args: argparse.Namespace) -> int:
         for j in items
     ]  # fmt: skip
     headers = ["NAME", "TEAM", "STATUS", "CHARGE", "PRIORITY", "TOPOLOGY", "PLACEMENT", "ETA", "AGE"]
+    if any((j.get("kind") or "Job") != "Job" for j in items):  # a column only when the kinds differ
+        headers.insert(1, "KIND")
+        for row, j in zip(rows, items, strict=True):
+            row.insert(1, j.get("kind") or "Job")
     print(fitted_table(headers, rows, terminal_width(), optional=("CHARGE", "AGE", "ETA")))
     for note in read_only_notes(items):
         print(note)
@@ -385,6 +389,15 @@ def estimate_lines(e: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def pods_text(d: Mapping[str, Any]) -> str:
+    """``4`` or, for a job of several pod sets, ``4 (master 1 × 8 GPUs, worker 3 × 8 GPUs)``."""
+    sets = d.get("pod_sets") or []
+    if len(sets) < 2:
+        return str(d.get("pods"))
+    parts = ", ".join(f"{p['name']} {p['pods']} × {p['gpus_per_pod']} GPUs" for p in sets)
+    return f"{d.get('pods')} ({parts})"
+
+
 def job_text(view: Mapping[str, Any]) -> str:
     d = view.get("decision") or {}
     topo = d.get("topology") or {}
@@ -394,12 +407,13 @@ def job_text(view: Mapping[str, Any]) -> str:
     lines = fields(
         [
             ("job", f"{view['name']}  (team {view['team']}, namespace {view.get('namespace')})"),
+            ("kind", d.get("kind") or view.get("kind")),
             ("status", view.get("status")),
             ("why pending", view.get("why_pending") if view.get("status") == "Pending" else None),
             ("charge", f"in-flight charge {charge} (ledger state {state})" if state else None),
             ("submitted", f"{view.get('submitted_at')} by {view.get('submitted_by')}"),
             ("priority", f"{d['priority_class']} ({d['priority_value']})" if d else None),
-            ("pods", d.get("pods")),
+            ("pods", pods_text(d) if d else None),
             ("landed", landed_text(view.get("placement"))),
             ("placement", verdict_text(view.get("placement"), topo.get("level"))),
             ("topology", (topology_text(topo) + relaxed(view)) if d else None),
@@ -457,7 +471,8 @@ def run_cancel(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(answer)
         return EXIT_OK
-    job = "Job deleted" if answer.get("job_deleted") else "the Job was already gone"
+    kind = answer.get("kind") or "Job"
+    job = f"{kind} deleted" if answer.get("job_deleted") else f"the {kind} was already gone"
     charge = (
         "in-flight charge released"
         if answer.get("charge_released")

@@ -1,5 +1,6 @@
-"""``topogov submit``: a job from the flags of ``hyp create hyp-pytorch-job`` or a Job manifest,
-sent as one signed ``POST /v1/jobs``; prints the API's decision and the quota arithmetic."""
+"""``topogov submit``: a job from the flags of ``hyp create hyp-pytorch-job`` or a manifest (a Job, a
+PyTorchJob, a JobSet; a HyperPodPyTorchJob on HyperPod), sent as one signed ``POST /v1/jobs``; prints
+the API's decision and the quota arithmetic."""
 
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ from topogov_cli.common import (
     topology_text,
     usage,
 )
+from topogov_cli.jobs import pods_text
 
 HIGH_LEVEL = (
     "job_name", "image", "command", "args", "environment", "instance_type", "node_count", "replica_count",
     "tasks_per_node", "accelerators", "vcpu", "memory", "efa", "priority", "max_retry", "queue_name",
-    "namespace",
+    "namespace", "render_as", "pull_policy",
 )  # fmt: skip
 
 
@@ -107,7 +109,7 @@ def add_parser(sub: Any) -> None:
     s = command(
         sub,
         "submit",
-        "submit a job: flags of `hyp create hyp-pytorch-job`, or -f a Job manifest",
+        "submit a job: flags of `hyp create hyp-pytorch-job`, or -f a manifest",
         "Submit a job to the team's queue. The API decides the team, the priority and the topology "
         "annotation, checks the team's quota and in-flight cap, and says why; this prints that "
         "decision (team, queue, priority, pods, topology and why, the quota arithmetic).",
@@ -143,6 +145,19 @@ def _job_options(job: Any) -> None:
     job.add_argument("--max-retry", type=int, metavar="N", help="the Job's backoffLimit")
     job.add_argument("--queue-name", metavar="QUEUE", help="must be the team's LocalQueue (default: it)")
     job.add_argument("--namespace", metavar="NS", help="the team's namespace (names the team)")
+    job.add_argument("--pull-policy", choices=("Always", "IfNotPresent", "Never"), help="imagePullPolicy")
+    job.add_argument(
+        "--deep-health-check-passed-nodes-only",
+        action="store_true",
+        default=None,
+        help="on HyperPod: only nodes whose deep health check passed",
+    )
+    job.add_argument(
+        "--render-as",
+        choices=("auto", "job", "pytorchjob", "hyperpodpytorchjob"),
+        help="the kind to create (default auto: HyperPodPyTorchJob on HyperPod, else PyTorchJob where "
+        "Kubeflow's training operator is installed, else an Indexed Job with a headless Service)",
+    )
 
 
 def _topology_options(topo: Any) -> None:
@@ -163,7 +178,11 @@ def _topology_options(topo: Any) -> None:
 
 def _submission_options(how: Any) -> None:
     how.add_argument(
-        "-f", "--file", metavar="JOB.yaml", help="a batch/v1 Job manifest, YAML or JSON ('-' for stdin)"
+        "-f",
+        "--file",
+        metavar="JOB.yaml",
+        help="a manifest, YAML or JSON ('-' for stdin): batch/v1 Job, kubeflow.org/v1 PyTorchJob, "
+        "jobset.x-k8s.io/v1alpha2 JobSet, or on HyperPod sagemaker.amazonaws.com/v1 HyperPodPyTorchJob",
     )
     how.add_argument("--team", metavar="TEAM", help="the team (default: your only team)")
     how.add_argument(
@@ -187,7 +206,7 @@ def _read_manifest(path: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise usage(f"{path} is not YAML or JSON: {str(exc).splitlines()[0]}") from None
     if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise usage(f"{path} must hold exactly one Job manifest (a mapping)")
+        raise usage(f"{path} must hold exactly one manifest (a mapping)")
     # YAML timestamps (creationTimestamp: ...) become strings, as the API takes them.
     return json.loads(json.dumps(docs[0], default=str))
 
@@ -204,6 +223,8 @@ def submission(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]
         topology = {"mode": "required", "level": args.required_topology, "fallbackAfter": args.fallback_after}
     if args.file:
         given = [_flag(k) for k in HIGH_LEVEL if getattr(args, k) is not None]
+        if args.deep_health_check_passed_nodes_only:
+            given.append("--deep-health-check-passed-nodes-only")
         if given:
             raise usage(f"-f takes a whole manifest; {', '.join(given)} cannot be combined with it")
         if topology is None and args.required_topology:
@@ -219,6 +240,8 @@ def submission(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]
             verb = "is" if len(missing) == 1 else "are"
             raise usage(f"{' and '.join(missing)} {verb} required (or -f JOB.yaml)")
         body = {k: getattr(args, k) for k in HIGH_LEVEL if getattr(args, k) is not None}
+        if args.deep_health_check_passed_nodes_only:
+            body["deep_health_check_passed_nodes_only"] = True
         if args.environment:
             body["environment"] = {k: v for pair in args.environment for k, v in pair.items()}
         if topology is not None:
@@ -243,8 +266,9 @@ def decision_text(answer: Mapping[str, Any], in_flight_now: Mapping[str, int] | 
     if answer.get("dry_run"):
         head = f"dry run: {name} would be accepted for team {d['team']}; nothing was created or charged"
     else:
+        kind = str(d.get("kind") or "batch/v1 Job").rsplit(" ", 1)[-1]
         head = (
-            f"submitted {name} for team {d['team']}: Job {d['namespace']}/{name} created,\n"
+            f"submitted {name} for team {d['team']}: {kind} {d['namespace']}/{name} created,\n"
             "suspended until Kueue admits it"
         )
     topo = d.get("topology") or {}
@@ -269,7 +293,9 @@ def decision_text(answer: Mapping[str, Any], in_flight_now: Mapping[str, int] | 
             ("team", d["team"]),
             ("queue", f"{d['namespace']}/{d['local_queue']}"),
             ("priority", f"{d['priority_class']} ({d['priority_value']})"),
-            ("pods", d["pods"]),
+            ("kind", d.get("kind")),
+            ("rendered as", d.get("rendered_as")),
+            ("pods", pods_text(d)),
             ("topology", topology_text(topo)),
             ("why", topo.get("reason")),
             ("Kueue now", placed_now),

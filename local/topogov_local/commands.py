@@ -311,6 +311,12 @@ def _bench_estimate_parser(bsub: Any) -> None:
     best.add_argument("--pending", type=int, default=1000, help="pending jobs kept (1000)")
     best.add_argument("--jobs", type=int, default=None, help="jobs submitted (default nodes x 4/3)")
     best.add_argument("--runs", type=int, default=5, help="pending jobs estimated, spread over the queue (5)")
+    best.add_argument(
+        "--grouped",
+        action="store_true",
+        help="every pending job of several pods as a PyTorchJob's Workload: a master and its workers, one "
+        "pod-set group (kueue.x-k8s.io/podset-group-name)",
+    )
     best.add_argument("--json", action="store_true", help="one JSON object per fleet size")
     best.set_defaults(func=_bench_estimate)
 

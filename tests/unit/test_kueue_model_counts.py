@@ -1,5 +1,5 @@
 """The Kueue model's per-level pod counts, kept in the tree and caught up leaf by leaf with each
-admission or finish (``tas._Counts.catch_up``), equal a recount from scratch, and every placement and
+admission or finish (``tas.Counts.catch_up``), equal a recount from scratch, and every placement and
 failure message read from them equals the one a fresh tree with the same usage gives."""
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def test_an_admission_and_its_finish_leave_the_counts_as_they_were():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_first_domain_holding_a_count_is_the_first_a_scan_finds(seed):
-    """``_Counts.first_holding`` (heaps kept with the counts) answers what ``states[level].index``
+    """``Counts.first_holding`` (heaps kept with the counts) answers what ``states[level].index``
     answers, after admissions and finishes caught up leaf by leaf and on copies of the tree."""
     rng = random.Random(seed)
     nodes, pods = fleet(rng)

@@ -225,3 +225,49 @@ def test_kueue_0_17_best_fit_may_pick_a_host_without_room_for_a_bigger_leader():
     # equal counts: the second pod set (2 GPUs) leads, the first (1 GPU) is the "workers"
     out = place(nodes, THREE, TASRequest("small", 1, {GPU: 1}, tr), TASRequest("big", 1, {GPU: 2}, tr))
     assert out == {"small": ((HOSTNAME,), ()), "big": ((HOSTNAME,), ())}
+
+
+# --- the leader columns kept per question and caught up, against a recount -----------------------------
+
+
+def group_answers(tree):
+    from tests.unit.test_kueue_model_counts import GPU as G
+    from tests.unit.test_kueue_model_counts import LEVELS
+
+    out = []
+    for lead, worker in (({G: 8}, {G: 8}), ({G: 1}, {G: 2, "cpu": 4_000}), ({"cpu": 1_000}, {G: 4})):
+        for topology, count in (
+            (TR(required=LEVELS[1], group="g"), 7),
+            (TR(required=LEVELS[1], group="g"), 3),
+            (TR(preferred=LEVELS[1], group="g"), 12),
+            (TR(preferred=LEVELS[0], group="g"), 40),
+            (TR(required=LEVELS[0], group="g"), 200),
+        ):
+            out.append(
+                find_assignments(
+                    tree, [TASRequest("lead", 1, lead, topology), TASRequest("work", count, worker, topology)]
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_group_placements_caught_up_after_each_admission_and_finish_equal_a_fresh_trees(seed):
+    """The leader's columns are kept per question (``groups._Leaders``) and caught up leaf by leaf;
+    every group placement and failure read from them equals a fresh tree's with the same usage, on the
+    live tree and on copies of it."""
+    import random
+
+    from tests.unit.test_kueue_model_counts import FLAVOR, TOPOLOGY, fleet, fresh, random_change
+
+    rng = random.Random(seed)
+    nodes, pods = fleet(rng)
+    live = FlavorTree(FLAVOR, TOPOLOGY, nodes, pods)
+    applied: list = []
+    for step in range(120):
+        random_change(rng, nodes, live, applied, 0.4)
+        if step % 3 == 0:
+            group_answers(live)  # asked now and then: kept columns catch up over several changes
+        if step % 20 == 19:
+            assert group_answers(live) == group_answers(fresh(nodes, pods, applied))
+            assert group_answers(live.copy()) == group_answers(fresh(nodes, pods, applied))

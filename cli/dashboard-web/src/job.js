@@ -11,9 +11,9 @@ export function jobsPage(root) {
   root.replaceChildren(el("h1", {}, "Jobs"), el("p", { class: "lead" }, "Your teams' jobs (an admin sees every team's). Open one to see where its pods run."), el("div", { id: "jobs" }));
   return async () => {
     const jobs = (await allJobs()).jobs;
-    root.querySelector("#jobs").replaceChildren(jobs.length ? table(null, ["team", "job", "status", "topology", "placement", "submitted"],
+    root.querySelector("#jobs").replaceChildren(jobs.length ? table(null, ["team", "job", "kind", "status", "topology", "placement", "submitted"],
       jobs.map((j) => [j.team, el("a", { href: `#/job/${encodeURIComponent(j.team)}/${encodeURIComponent(j.name)}` }, j.name),
-        status(j.status), topologyText(j.topology), j.placement || "-", j.submitted_at || "-"]))
+        j.kind || "Job", status(j.status), topologyText(j.topology), j.placement || "-", j.submitted_at || "-"]))
       : el("p", { class: "empty" }, "No job yet: topogov submit ..."));
   };
 }
@@ -43,13 +43,21 @@ export function jobPage(root, team, name) {
   };
 }
 
+// "4 pods", or per pod set for a job of several: "4 pods (master 1 × 8 GPUs, worker 3 × 8 GPUs)"
+function podsText(d) {
+  const sets = d.pod_sets || [];
+  const all = `${d.pods ?? "?"} pods`;
+  return sets.length < 2 ? all : `${all} (${sets.map((p) => `${p.name} ${p.pods} × ${p.gpus_per_pod} GPUs`).join(", ")})`;
+}
+
 function head(host, job) {
   const d = job.decision || {};
   const p = job.placement || {};
   const facts = [
     ["status", status(job.status)],
     ["team", job.team],
-    ["asked", `${d.pods ?? "?"} pods · ${topologyText(d.topology)}`],
+    ["kind", d.kind || job.kind || "batch/v1 Job"],
+    ["asked", `${podsText(d)} · ${topologyText(d.topology)}`],
     ["verdict", p.verdict || "-"],
     ["tightest", p.tightest ? `${levelName(p.tightest.level)} ${p.tightest.domain}` : "-"],
     ["submitted", `${job.submitted_at || "-"} by ${job.submitted_by || "-"}`],

@@ -816,7 +816,7 @@ class ApiService:
             )
         deleted = self.jobs.delete(record["namespace"], name, kind) if job is not None else False
         released = self.ledger.release(team, name, "cancelled")
-        return {"team": team, "name": name, "job_deleted": deleted, "charge_released": released}
+        return {"team": team, "name": name, "kind": kind, "job_deleted": deleted, "charge_released": released}
 
     def _refuse_read_only(self, namespace: str, team: str, name: str) -> None:
         """A job Topogov did not submit but shows (a HyperPodPyTorchJob's Workload) is not Topogov's to

@@ -13,7 +13,10 @@ service keeps): the first on the snapshot builds the model's cluster (*cold*); t
 second apart on the same Workloads, are answered by the last run, continued until the job starts
 (the row's p50: the target, p50 <= 200 ms at 10,000 nodes and 1,000 pending); then each after the
 last run aged out, a new run on the kept cluster; then the job list's ETA column (every pending job,
-``GET /v1/jobs``'s call, its 5 s budget) on a new run.
+``GET /v1/jobs``'s call, its 5 s budget) on a new run. ``--grouped``: every pending job of several
+pods is the Workload Kueue makes of a PyTorchJob that Topogov grouped (pod sets ``master`` of 1 pod
+and ``worker``, one ``podSetGroupName``), so each estimate places pod-set groups
+(``domain/kueue_model/groups.py``).
 """
 
 from __future__ import annotations
@@ -40,8 +43,11 @@ def _stamp(offset_s: float) -> str:
     return (NOW + dt.timedelta(seconds=offset_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def workload_json(wl: Any, namespace: str, queue: str, admitted: Any = None) -> dict[str, Any]:
-    """A model Workload as Kueue v0.17.0 writes it (v1beta1), admitted or pending."""
+def workload_json(
+    wl: Any, namespace: str, queue: str, admitted: Any = None, *, grouped: bool = False
+) -> dict[str, Any]:
+    """A model Workload as Kueue v0.17.0 writes it (v1beta1), admitted or pending; ``grouped``: a
+    pending one of several pods with a topology as a PyTorchJob's, a master and its workers grouped."""
     ps = wl.pod_sets[0]
     requests = {k: (f"{v}m" if k == "cpu" else str(v)) for k, v in ps.requests.items()}
     topology = {}
@@ -49,6 +55,26 @@ def workload_json(wl: Any, namespace: str, queue: str, admitted: Any = None) -> 
         topology = {
             k: v for k, v in (("required", ps.topology.required), ("preferred", ps.topology.preferred)) if v
         }
+    template = {
+        "spec": {
+            "nodeSelector": dict(ps.node_selector),
+            "containers": [{"name": "main", "resources": {"requests": requests}}],
+        }
+    }
+    pod_sets: list[dict[str, Any]] = [
+        {
+            "name": "main",
+            "count": ps.count,
+            **({"topologyRequest": topology} if topology else {}),
+            "template": template,
+        }
+    ]
+    if grouped and admitted is None and topology and ps.count > 1:
+        group = {**topology, "podSetGroupName": "job"}
+        pod_sets = [
+            {"name": "master", "count": 1, "topologyRequest": group, "template": template},
+            {"name": "worker", "count": ps.count - 1, "topologyRequest": group, "template": template},
+        ]
     obj: dict[str, Any] = {
         "metadata": {
             "name": f"job-{wl.name.split('/')[1]}",
@@ -61,19 +87,7 @@ def workload_json(wl: Any, namespace: str, queue: str, admitted: Any = None) -> 
         "spec": {
             "queueName": queue,
             "priority": wl.priority,
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": ps.count,
-                    **({"topologyRequest": topology} if topology else {}),
-                    "template": {
-                        "spec": {
-                            "nodeSelector": dict(ps.node_selector),
-                            "containers": [{"name": "main", "resources": {"requests": requests}}],
-                        }
-                    },
-                }
-            ],
+            "podSets": pod_sets,
         },
         "status": {},
     }
@@ -158,7 +172,7 @@ class _Jobs:
 
 
 def build(
-    nodes_n: int, pending_n: int, jobs_n: int
+    nodes_n: int, pending_n: int, jobs_n: int, grouped: bool = False
 ) -> tuple[Any, Ports, list[tuple[str, str]], dict[str, Any]]:
     from topogov.domain.snapshot import Snapshot
     from topogov.logic.whatif.engine import Simulation
@@ -184,7 +198,7 @@ def build(
         team = policy.teams[team_name]
         wl = sim.cluster.records[key].workload
         workloads.setdefault(team.namespace, []).append(
-            workload_json(wl, team.namespace, team.local_queue, admitted.get(key))
+            workload_json(wl, team.namespace, team.local_queue, admitted.get(key), grouped=grouped)
         )
         jobs.setdefault(team.namespace, []).append(
             {
@@ -216,7 +230,10 @@ def run(args: argparse.Namespace) -> int:
 
     for nodes_n in args.nodes or [10000]:
         t0 = time.process_time()
-        policy, ports, pending, shape = build(nodes_n, args.pending, args.jobs or nodes_n + nodes_n // 3)
+        grouped = bool(getattr(args, "grouped", False))
+        policy, ports, pending, shape = build(
+            nodes_n, args.pending, args.jobs or nodes_n + nodes_n // 3, grouped
+        )
         setup = time.process_time() - t0
         tick = [0.0]  # the clock, moved by each request
         api = ApiService(
@@ -230,13 +247,15 @@ def run(args: argparse.Namespace) -> int:
         )
         row = _sample(api, pending, args.runs, tick)
         row = {"nodes": shape["nodes"], "running": shape["running"], "pending": shape["pending"], **row,
-               "setup_cpu_s": round(setup, 1)}  # fmt: skip
+               "setup_cpu_s": round(setup, 1), "grouped": grouped}  # fmt: skip
         if args.json:
             print(json.dumps(row), flush=True)
             continue
         verdict = "met" if row["p50_ms"] <= 200 else "MISSED"
         print(
-            f"# start estimate, {row['nodes']} nodes, {row['running']} running, {row['pending']} pending: "
+            f"# start estimate, {row['nodes']} nodes, {row['running']} running, {row['pending']} pending"
+            + (" (each of several pods a master and workers, one pod-set group)" if grouped else "")
+            + ": "
             f"p50 {row['p50_ms']} ms, max {row['max_ms']} ms over {row['samples']} jobs a second apart "
             f"({row['estimated']} with a start); a new run on the kept cluster p50 {row['new_run_p50_ms']} "
             f"ms; cold (the model's cluster built) {row['cold_ms']} ms; the job list's ETAs of all "

@@ -9,7 +9,7 @@ Which is the leader (``findLeaderAndWorkers``)
 
 Phase 1 (``fillInCounts`` with ``leaderRequests``)
     Each leaf counts the workers it holds (``state``, as for one pod set: the same counts and
-    exclusions, :class:`topogov.domain.kueue_model.tas._Counts`), whether it holds the leader
+    exclusions, :class:`topogov.domain.kueue_model.tas.Counts`), whether it holds the leader
     (``leaderState``, 0 or 1) and the workers it holds beside the leader (``stateWithLeader``; as
     ``state`` when it does not hold the leader). A domain's ``state`` is its children's sum, its
     ``leaderState`` their largest, its ``stateWithLeader`` its ``state`` less the smallest
@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from topogov.domain.kueue_model.objects import PODS
 from topogov.domain.kueue_model.resources import add_into, count_in
 from topogov.domain.kueue_model.tas import (
+    Counts,
     Placement,
     TASRequest,
     TopologyAssignment,
@@ -52,17 +53,132 @@ from topogov.domain.kueue_model.topology import FlavorTree
 
 
 class _Domain:
-    """Kueue's ``domain`` for a group: its level, index (its rank by values) and counts. With slices
-    of one pod, ``sliceState`` is ``state`` and ``sliceStateWithLeader`` is ``stateWithLeader`` until
-    phase 2b changes ``state`` alone (``slice`` keeps Kueue's ``sliceState``)."""
+    """Kueue's ``domain`` for a group, made for the domains phase 2 consumes: its level, index (its
+    rank by values) and counts. With slices of one pod, ``sliceState`` is ``state`` and
+    ``sliceStateWithLeader`` is ``stateWithLeader`` until phase 2b changes ``state`` alone (``slice``
+    keeps Kueue's ``sliceState``)."""
 
-    __slots__ = ("children", "index", "lead", "level", "slice", "state", "with_leader")
+    __slots__ = ("index", "lead", "level", "slice", "state", "with_leader")
 
-    def __init__(self, level: int, index: int, state: int) -> None:
+    def __init__(self, level: int, index: int, state: int, lead: int, with_leader: int) -> None:
         self.level, self.index, self.state, self.slice = level, index, state, state
-        self.lead = 0
-        self.with_leader = state
-        self.children: list[_Domain] = []
+        self.lead, self.with_leader = lead, with_leader
+
+
+class _Leaders:
+    """Phase 1's leader columns for one question: per level, each domain's ``leaderState`` and
+    ``stateWithLeader`` beside the workers' ``state`` of their :class:`~.tas.Counts` (``counts``).
+    Without assumed usage, kept per question in the tree and caught up, as the counts are, with the
+    leaves whose usage changed (each changed leaf counted again and its ancestors recomputed from
+    their children): the same integers as a recount (tests/unit/test_kueue_model_groups.py)."""
+
+    def __init__(
+        self,
+        tree: FlavorTree,
+        counts: Counts,
+        requests: Mapping[str, int],
+        lead_requests: Mapping[str, int],
+        assumed: Mapping[int, Mapping[str, int]],
+        simulate_empty: bool,
+    ) -> None:
+        self.tree, self.counts = tree, counts
+        self.requests, self.lead_requests = requests, lead_requests
+        self.simulate_empty = simulate_empty
+        self.classes = tree.leaf_empty_class if simulate_empty else tree.leaf_class
+        self.per_class: dict[int, tuple[int, int]] = {}
+        self.lead: list[list[int]] = []
+        self.with_leader: list[list[int]] = []
+        self.synced = tree.position
+        self._count(assumed)
+
+    def copy(self, tree: FlavorTree) -> None:
+        """Not carried into a copy of the tree (:meth:`FlavorTree.copy`): they are kept by their
+        counts, which the copy has copies of; the copy counts its own when first asked."""
+        return None
+
+    def _leaf(self, i: int, assumed: Mapping[int, Mapping[str, int]]) -> tuple[int, int]:
+        """A leaf's (leaderState, stateWithLeader)."""
+        state = self.counts.leaf_state[i]
+        if i in self.counts.excluded:
+            return 0, state
+        if i in assumed:
+            remaining = self.tree.remaining(i, simulate_empty=self.simulate_empty)
+            for name, value in assumed[i].items():
+                remaining[name] = remaining.get(name, 0) - value
+            return _with_leader(self.requests, self.lead_requests, remaining, state)
+        cls = self.classes[i]
+        known = self.per_class.get(cls)
+        if known is None:
+            remaining = dict(self.tree.class_remaining[cls])
+            known = self.per_class[cls] = _with_leader(self.requests, self.lead_requests, remaining, state)
+        return known
+
+    def _count(self, assumed: Mapping[int, Mapping[str, int]]) -> None:
+        tree, depth = self.tree, len(self.tree.levels)
+        if not depth:
+            return
+        leaves = [self._leaf(i, assumed) for i in range(len(tree.leaf_ids))]
+        self.lead = [[] for _ in range(depth)]
+        self.with_leader = [[] for _ in range(depth)]
+        self.lead[-1] = [lead for lead, _ in leaves]
+        self.with_leader[-1] = [wl for _, wl in leaves]
+        for lvl in range(depth - 2, -1, -1):
+            self.lead[lvl] = [0] * len(tree.values[lvl])
+            self.with_leader[lvl] = [0] * len(tree.values[lvl])
+            for d in range(len(tree.values[lvl])):
+                self._domain(lvl, d)
+        self.synced = tree.position
+
+    def _domain(self, lvl: int, d: int) -> None:
+        """A domain's columns from its children's (``fillInCountsHelper``)."""
+        states, below = self.counts.states, lvl + 1
+        kids = self.tree.children[lvl][d]
+        child_state, child_lead, child_wl = states[below], self.lead[below], self.with_leader[below]
+        self.lead[lvl][d] = max(child_lead[c] for c in kids)
+        loss = min(child_state[c] - child_wl[c] for c in kids)
+        self.with_leader[lvl][d] = states[lvl][d] - loss
+
+    def catch_up(self) -> None:
+        """Bring kept columns (no assumed usage) to the tree's usage and their counts' states."""
+        tree = self.tree
+        end = tree.position
+        if self.synced == end:
+            return
+        start = self.synced - tree.changed_base
+        if start < 0 or end - self.synced > len(tree.leaf_ids) // 4:
+            self._count({})
+            return
+        self.synced = end
+        bottom = len(tree.levels) - 1
+        changed = set(tree.changed[start:])
+        for i in changed:
+            self.lead[bottom][i], self.with_leader[bottom][i] = self._leaf(i, {})
+        for lvl in range(bottom - 1, -1, -1):
+            changed = {tree.parent[lvl + 1][c] for c in changed}
+            for d in changed:
+                self._domain(lvl, d)
+
+
+def _leaders(
+    tree: FlavorTree,
+    counts: Counts,
+    requests: Mapping[str, int],
+    lead_requests: Mapping[str, int],
+    assumed: Mapping[int, Mapping[str, int]],
+    simulate_empty: bool,
+) -> _Leaders:
+    """:class:`_Leaders`, kept per question beside its counts when nothing is assumed."""
+    if assumed:
+        return _Leaders(tree, counts, requests, lead_requests, assumed, simulate_empty)
+    key = ("leaders", id(counts), tuple(sorted(lead_requests.items())))
+    kept: _Leaders | None = tree.memo.get(key)
+    if kept is None or kept.counts is not counts:
+        if len(tree.memo) > 256:
+            tree.memo.clear()
+        kept = tree.memo[key] = _Leaders(tree, counts, requests, lead_requests, assumed, simulate_empty)
+    elif not simulate_empty:
+        kept.catch_up()
+    return kept
 
 
 def leader_and_workers(requests: Sequence[TASRequest]) -> tuple[TASRequest | None, TASRequest]:
@@ -101,15 +217,20 @@ def find_group_assignment(
     lead_requests = {**leader.requests, PODS: leader.requests.get(PODS, 0) + 1}
     tolerations = (*workers.tolerations, *tree.tolerations)
     counts = counts_for(tree, requests, assumed or {}, simulate_empty, tolerations, workers.node_selector)
-    levels = _fill_in(tree, counts, requests, lead_requests, assumed or {}, simulate_empty)
+    cols = _leaders(tree, counts, requests, lead_requests, assumed or {}, simulate_empty)
     count = workers.count
-    fit_level, chosen, reason = _find_level(tree, counts, levels, level, required, count, lfc)
+    fit_level, chosen, reason = _find_level(tree, cols, level, required, count, lfc)
     if reason:
         return failed(reason)
     best_fit = not lfc
-    current = _update(chosen, count, 1, best_fit)
-    for _ in range(fit_level, len(tree.levels) - 1):
-        lower = [c for d in current for c in d.children]
+    made: dict[int, _Domain] = {}  # one record per domain, as Kueue has one struct per domain
+    chosen_domains = [made.setdefault(d, _made(cols, fit_level, d)) for d in chosen]
+    current = _update(chosen_domains, count, 1, best_fit)
+    for lvl in range(fit_level, len(tree.levels) - 1):
+        made = {}
+        lower = [
+            made.setdefault(c, _made(cols, lvl + 1, c)) for d in current for c in tree.children[lvl][d.index]
+        ]
         current = _update(_sorted(lower, best_fit), count, 1, best_fit)
     lead_domains = [(d.index, d.lead) for d in current if d.lead > 0]
     worker_domains = [(d.index, d.state) for d in current if d.state > 0]
@@ -119,45 +240,8 @@ def find_group_assignment(
     }
 
 
-def _fill_in(
-    tree: FlavorTree,
-    counts: object,
-    requests: Mapping[str, int],
-    lead_requests: Mapping[str, int],
-    assumed: Mapping[int, Mapping[str, int]],
-    simulate_empty: bool,
-) -> list[list[_Domain]]:
-    """Phase 1: every domain of every level, with the leader's counts added to the workers'."""
-    states: list[list[int]] = counts.states  # type: ignore[attr-defined]
-    excluded: Mapping[int, str] = counts.excluded  # type: ignore[attr-defined]
-    depth = len(tree.levels)
-    levels = [[_Domain(lvl, d, s) for d, s in enumerate(states[lvl])] for lvl in range(depth)]
-    per_class: dict[int, tuple[int, int]] = {}
-    classes = tree.leaf_empty_class if simulate_empty else tree.leaf_class
-    for i, leaf in enumerate(levels[-1] if depth else ()):
-        if i in excluded:
-            continue
-        if i in assumed:
-            remaining = tree.remaining(i, simulate_empty=simulate_empty)
-            for name, value in assumed[i].items():
-                remaining[name] = remaining.get(name, 0) - value
-            leaf.lead, leaf.with_leader = _with_leader(requests, lead_requests, remaining, leaf.state)
-            continue
-        cls = classes[i]
-        known = per_class.get(cls)
-        if known is None:
-            remaining = dict(tree.class_remaining[cls])
-            known = per_class[cls] = _with_leader(requests, lead_requests, remaining, leaf.state)
-        leaf.lead, leaf.with_leader = known
-    for lvl in range(depth - 1, 0, -1):
-        for child, p in zip(levels[lvl], tree.parent[lvl], strict=True):
-            levels[lvl - 1][p].children.append(child)
-    for lvl in range(depth - 2, -1, -1):
-        for d in levels[lvl]:
-            loss = min(c.state - c.with_leader for c in d.children)
-            d.with_leader = d.state - loss
-            d.lead = max(c.lead for c in d.children)
-    return levels
+def _made(cols: _Leaders, lvl: int, d: int) -> _Domain:
+    return _Domain(lvl, d, cols.counts.states[lvl][d], cols.lead[lvl][d], cols.with_leader[lvl][d])
 
 
 def _with_leader(
@@ -190,41 +274,50 @@ def _sorted(domains: Sequence[_Domain], best_fit: bool) -> list[_Domain]:
     return sorted(domains, key=lambda d: (sign * d.slice, d.state, d.index))
 
 
-def _sorted_with_leader(domains: Sequence[_Domain], best_fit: bool) -> list[_Domain]:
-    """``sortedDomainsWithLeader``."""
-    sign = -1 if best_fit else 1
-    return sorted(domains, key=lambda d: (-d.lead, sign * d.with_leader, d.with_leader, d.index))
-
-
 def _find_level(
-    tree: FlavorTree,
-    counts: object,
-    levels: list[list[_Domain]],
-    level: int,
-    required: bool,
-    count: int,
-    lfc: bool,
-) -> tuple[int, list[_Domain], str]:
-    """``findLevelWithFitDomains`` with a leader of one pod."""
-    domains = levels[level]
-    if not domains:
+    tree: FlavorTree, cols: _Leaders, level: int, required: bool, count: int, lfc: bool
+) -> tuple[int, list[int], str]:
+    """``findLevelWithFitDomains`` with a leader of one pod: the level and its chosen domains, or a
+    failure reason. The first of ``sortedDomainsWithLeader`` (leaderState descending,
+    stateWithLeader descending, then ascending, values) and the best fit from it (the first in that
+    order of the smallest sufficient stateWithLeader) are found by one scan each; the full sort is
+    made only where several domains are taken (at the top level, preferred) or for
+    LeastFreeCapacity."""
+    states = cols.counts.states[level]
+    n = len(states)
+    if n == 0:
         return 0, [], f"no topology domains at level: {tree.levels[level]}"
-    ordered = _sorted_with_leader(domains, not lfc)
-    top = ordered[0]
-    if not lfc and top.with_leader >= count and top.lead >= 1:
-        top = _best_fit(ordered, count, True)
+    counts = cols.counts
+    leads, wls = cols.lead[level], cols.with_leader[level]
     if lfc:
-        for candidate in ordered:
-            if candidate.slice >= count:
-                return level, [candidate], ""
+        order = sorted(range(n), key=lambda d: (-leads[d], wls[d], wls[d], d))
+        for d in order:
+            if states[d] >= count:
+                return level, [d], ""
         if required:
-            return 0, [], not_fit_message(tree, counts, ordered[-1].state, count)  # type: ignore[arg-type]
-    if top.with_leader >= count and top.lead >= 1:
+            return 0, [], not_fit_message(tree, counts, states[order[-1]], count)
+        return _several(tree, cols, level, order, count, lfc)
+    top = min(range(n), key=lambda d: (-leads[d], -wls[d], d))
+    if wls[top] >= count and leads[top] >= 1:
+        # findBestFitDomainBy: the first (in the order above) of the smallest stateWithLeader >= count
+        top = min((d for d in range(n) if wls[d] >= count), key=lambda d: (wls[d], -leads[d], d))
+    if wls[top] >= count and leads[top] >= 1:
         return level, [top], ""
     if required:
-        return 0, [], not_fit_message(tree, counts, top.state, count)  # type: ignore[arg-type]
-    if level > 0 and not lfc:
-        return _find_level(tree, counts, levels, level - 1, required, count, lfc)
+        return 0, [], not_fit_message(tree, counts, states[top], count)
+    if level > 0:
+        return _find_level(tree, cols, level - 1, required, count, lfc)
+    order = sorted(range(n), key=lambda d: (-leads[d], -wls[d], wls[d], d))
+    return _several(tree, cols, level, order, count, lfc)
+
+
+def _several(
+    tree: FlavorTree, cols: _Leaders, level: int, order: list[int], count: int, lfc: bool
+) -> tuple[int, list[int], str]:
+    """The top level's domains taken in order: those holding the leader until it is placed, then the
+    rest by state until the workers are (``findLevelWithFitDomains``'s last part)."""
+    counts = cols.counts
+    ordered = [_made(cols, level, d) for d in order]
     results: list[_Domain] = []
     remaining, leaders = count, 1
     idx = 0
@@ -237,7 +330,7 @@ def _find_level(
         remaining -= d.with_leader
         idx += 1
     if leaders > 0:
-        return 0, [], not_fit_message(tree, counts, 0, count)  # type: ignore[arg-type]
+        return 0, [], not_fit_message(tree, counts, 0, count)
     rest = _sorted(ordered[idx:], not lfc)
     for i in range(len(rest)):
         if remaining <= 0:
@@ -248,8 +341,8 @@ def _find_level(
         results.append(d)
         remaining -= d.slice
     if remaining > 0:
-        return 0, [], not_fit_message(tree, counts, count - remaining, count)  # type: ignore[arg-type]
-    return level, results, ""
+        return 0, [], not_fit_message(tree, counts, count - remaining, count)
+    return level, [d.index for d in results], ""
 
 
 def _update(domains: Sequence[_Domain], count: int, leaders: int, best_fit: bool) -> list[_Domain]:

@@ -83,7 +83,7 @@ class Placement:
     failure: str = ""
 
 
-class _Counts:
+class Counts:
     """Phase 1 for one pod set: per-level pod counts, how many domains of each level hold each count
     (``hists``: the level search reads the largest and the smallest sufficient count there instead of
     scanning every domain), and what the exclusion message needs.
@@ -130,7 +130,7 @@ class _Counts:
         self.synced = 0
         self._count(assumed, simulate_empty)
 
-    def copy(self, tree: FlavorTree) -> _Counts:
+    def copy(self, tree: FlavorTree) -> Counts:
         """These counts for a copy of their tree (:meth:`FlavorTree.copy`)."""
         other = copy.copy(self)
         other.tree = tree
@@ -249,25 +249,25 @@ def counts_for(
     simulate_empty: bool,
     tolerations: Sequence[Toleration],
     selector: Mapping[str, str],
-) -> _Counts:
-    """:class:`_Counts`, kept per question when nothing is assumed (the heads of a cycle and their
+) -> Counts:
+    """:class:`Counts`, kept per question when nothing is assumed (the heads of a cycle and their
     retries ask it again and again; a placement only reads it): as if empty once, else caught up
     with the usage's changes."""
     if not simulate_empty:
         tree.reads += 1
     if assumed:
-        return _Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
+        return Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
     key = (
         simulate_empty,
         tuple(sorted(requests.items())),
         tuple(tolerations),
         tuple(sorted(selector.items())),
     )
-    counts: _Counts | None = tree.memo.get(key)
+    counts: Counts | None = tree.memo.get(key)
     if counts is None:
         if len(tree.memo) > 256:
             tree.memo.clear()
-        counts = tree.memo[key] = _Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
+        counts = tree.memo[key] = Counts(tree, requests, assumed, simulate_empty, tolerations, selector)
     elif not simulate_empty:
         counts.catch_up()
     return counts
@@ -325,7 +325,7 @@ def _ascending_nonzero(state: list[int], hist: Mapping[int, int]) -> Iterator[in
             yield d
 
 
-def not_fit_message(tree: FlavorTree, counts: _Counts, fit: int, total: int) -> str:
+def not_fit_message(tree: FlavorTree, counts: Counts, fit: int, total: int) -> str:
     """``notFitMessage`` for pods (slice size 1)."""
     name = tree.topology_name
     if fit == 0:
@@ -336,7 +336,7 @@ def not_fit_message(tree: FlavorTree, counts: _Counts, fit: int, total: int) -> 
 
 
 def _find_level(
-    tree: FlavorTree, counts: _Counts, level: int, required: bool, count: int, lfc: bool
+    tree: FlavorTree, counts: Counts, level: int, required: bool, count: int, lfc: bool
 ) -> tuple[int, list[int], str]:
     """``findLevelWithFitDomains``: the level and its chosen domains, or a failure reason. One domain
     that holds the pods is the first (by values) of the smallest sufficient count, for BestFit

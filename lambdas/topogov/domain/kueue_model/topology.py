@@ -136,7 +136,7 @@ class FlavorTree:
         self._steps: dict[tuple[Any, ...], tuple[dict[str, int] | None, dict[str, int] | None, int]] = {}
         self._unselected: dict[frozenset[tuple[str, str]], tuple[int, ...]] = {}
         # the leaves whose usage changed, in order, from the absolute position ``changed_base``: what
-        # was counted from the usage (tas._Counts) catches up from it instead of counting afresh
+        # was counted from the usage (tas.Counts) catches up from it instead of counting afresh
         self.changed: list[int] = []
         self.changed_base = 0
         self.memo: dict[Any, Any] = {}  # per question: answers read-only to their users
@@ -209,7 +209,10 @@ class FlavorTree:
         other.leaf_class = list(self.leaf_class)
         other._used = dict(self._used)  # change_usage replaces a leaf's dict, never changes it
         other.changed, other.changed_base = [], self.position
-        other.memo = {key: counts.copy(other) for key, counts in self.memo.items()}
+        # what was counted for a question, copied (what a copy rebuilds itself answers None)
+        other.memo = {
+            key: kept for key, counts in self.memo.items() if (kept := counts.copy(other)) is not None
+        }
         return other
 
     @property
