@@ -8,7 +8,7 @@ PIP     := $(BIN)/pip --disable-pip-version-check -q
 STAMP   := $(VENV)/.installed-$(shell cat requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 
 .PHONY: help install kubectl controlplane local test unit integration lint bench hardening clean openapi synth
-.PHONY: checks-tools bench-coldstart rehearse deploy-tools chromium dashboard screenshots
+.PHONY: checks-tools hyp-tools bench-coldstart rehearse deploy-tools chromium dashboard screenshots
 
 help:
 	@echo "make screenshots - a screenshot of each dashboard page into docs/ (a local stack, headless chromium)"
@@ -29,7 +29,7 @@ $(STAMP): requirements/*.txt pyproject.toml cli/pyproject.toml local/pyproject.t
 	$(PIP) install --no-deps --no-build-isolation -e cli 2> >(grep -v "is ignored: it is neither" >&2)
 	@rm -f $(VENV)/.installed-*; touch $@
 
-install: $(STAMP) kubectl node_modules/.installed dashboard controlplane checks-tools chromium
+install: $(STAMP) kubectl node_modules/.installed dashboard controlplane checks-tools hyp-tools chromium
 
 # What a deploy needs and no more (docs/deploying.md): the CDK app and the topogov command in .venv,
 # and the CDK CLI; no Go, no local cluster, no kubectl (yours talks to your cluster). `make install`
@@ -55,6 +55,18 @@ $(CHECKS_STAMP): requirements/checks.txt
 	@rm -f $(CHECKS)/.installed-*; touch $@
 
 checks-tools: $(CHECKS_STAMP)
+
+# AWS's HyperPod CLI, `hyp` (sagemaker-hyperpod, unmodified), in a virtual environment of its own: it
+# pins click, requests and pytest exactly, beside which dev.txt's cannot live. The --hyperpod stack's
+# tests and walkthrough run it against the local cluster (docs/hyperpod.md, "hyp against the local stack").
+HYP       := $(VENV)/hyp
+HYP_STAMP := $(HYP)/.installed-$(shell sha1sum requirements/hyp.txt 2>/dev/null | cut -c1-12)
+$(HYP_STAMP): requirements/hyp.txt
+	@test -x $(HYP)/bin/python || $(PYTHON) -m venv $(HYP)
+	$(HYP)/bin/pip --disable-pip-version-check -q install -r requirements/hyp.txt
+	@rm -f $(HYP)/.installed-*; touch $@
+
+hyp-tools: $(HYP_STAMP)
 
 # The local cluster: etcd, Kubernetes v1.35.4 (apiserver, controller manager, scheduler, kubectl),
 # Kueue v0.17.0 and KWOK v0.8.0, built from the Go modules pinned in local/controlplane/ into

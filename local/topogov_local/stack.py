@@ -42,6 +42,9 @@ TEAMS = ("team-a", "team-b", "team-c")
 LOCAL_ACCOUNT = "123456789012"  # moto's default account
 # The functions pace DescribeInstanceTopology at EC2's bucket (1/s) unless told otherwise.
 EC2_TOPOLOGY_RATE = ReconcileSettings.model_fields["ec2_rate_per_s"].default
+# Kueue's integrations.externalFrameworks entry for the HyperPod training operator's jobs: the kind as
+# the API server serves it (hyperpod/crd.py), not as AWS's install guide spells it (docs/hyperpod.md)
+HYPERPOD_JOB_FRAMEWORK = "HyperPodPyTorchJob.v1.sagemaker.amazonaws.com"
 
 
 @dataclass
@@ -134,6 +137,7 @@ class LocalStack:
         self.api: Any = None  # the LocalApiGateway, when serving
         self.hyperpod_arn: str | None = None  # with options.hyperpod: the emulated HyperPod cluster
         self.addon: Any = None  # with options.hyperpod: the task governance add-on's emulation
+        self.operator: ManagedProcess | None = None  # with options.hyperpod: the training operator's stand-in
         self.deployer: Deployer | None = None
         self._lock: Any = None  # the StackLock of self.dir while started
 
@@ -190,7 +194,12 @@ class LocalStack:
         self.aws = emulator.process()
         self.emulator = emulator
         audit = self.dir / "audit.log" if self.options.audit_log else None
-        self.cluster = ControlPlane(self.dir / "cluster", audit_log=audit)
+        self.cluster = ControlPlane(
+            self.dir / "cluster",
+            audit_log=audit,
+            # the training operator's kind, as AWS's install guide adds it to Kueue's configuration
+            external_frameworks=(HYPERPOD_JOB_FRAMEWORK,) if self.options.hyperpod else (),
+        )
         cluster = self.cluster
         deployer = Deployer(self, self.dir / "deployment")
         self.deployer = deployer
@@ -214,6 +223,8 @@ class LocalStack:
             self.cluster.start(stop_on_error=False)  # on an error or a stop signal: all at once, below
             self.kubeconfig.write_text(self.cluster.kubeconfig("admin").read_text())
             self.kubeconfig.chmod(0o600)
+            if self.options.hyperpod:
+                self._start_operator()
             self._write_credentials()
             if seed:
                 self.seed()
@@ -255,6 +266,7 @@ class LocalStack:
         stop_all(self._servers())  # together, in one grace period
         if self.cluster is not None:
             self.cluster.procs.clear()
+        self.operator = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -273,7 +285,11 @@ class LocalStack:
 
     def _servers(self) -> list[ManagedProcess]:
         """The cluster's servers, the last started first, then the AWS emulator."""
-        return [*(reversed(self.cluster.procs) if self.cluster else ()), *([self.aws] if self.aws else [])]
+        return [
+            *([self.operator] if self.operator else []),
+            *(reversed(self.cluster.procs) if self.cluster else ()),
+            *([self.aws] if self.aws else []),
+        ]
 
     def iam_record(self) -> IamRecord:
         """The functions' AWS calls so far, as IAM judged them against their deployed roles."""
@@ -510,6 +526,18 @@ class LocalStack:
             self.deployment = self.deployer.redeploy(self.aws_url, policy_text)
         finally:
             self.emulator.enforce_sessions(True)
+
+    def _start_operator(self) -> None:
+        """The HyperPod training operator's stand-in (hyperpod/operator.py): the
+        ``HyperPodPyTorchJob`` CRD, its RBAC, the operator as a process of its own; and a kubeconfig
+        per team for AWS's ``hyp`` CLI (hyperpod/hyp.py)."""
+        from topogov_local.hyperpod import hyp
+        from topogov_local.hyperpod.operator import start
+
+        assert self.cluster is not None
+        self.operator = start(self.cluster)
+        for team in TEAMS:  # `hyp`'s kubeconfig per team: <dir>/hyp/hyperpod-ns-<team>.kubeconfig
+            hyp.write_kubeconfig(self, f"hyperpod-ns-{team}")
 
     def _start_addon(self) -> None:
         """The task governance add-on, emulated: one sync now (the queues exist before any job), then

@@ -37,7 +37,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +116,11 @@ class ControlPlane:
         nodes: bool = True,
         rbac: Path | None = RBAC_MANIFEST,
         audit_log: Path | None = None,
+        external_frameworks: Sequence[str] = (),
     ) -> None:
         self.dir = Path(directory).resolve()
+        # Kueue's integrations.externalFrameworks (manifests.kueue_configuration)
+        self.external_frameworks = tuple(external_frameworks)
         self.with_kueue = kueue
         self.with_nodes = nodes
         self.rbac = rbac
@@ -369,6 +372,7 @@ class ControlPlane:
                     health_port=p["kueue-health"],
                     metrics_port=p["kueue-metrics"],
                     cert_dir=certs,
+                    external_frameworks=self.external_frameworks,
                 )
             )
         )

@@ -13,7 +13,7 @@ KWOK v0.8.0 runs no stage unless its configuration lists them (``pkg/kwok/cmd/ro
 found"); the stages are the module's own ``kustomize/stage`` files: node initialise, node heartbeat
 with leases, pod ready, pod delete, and pod complete with a delay (a Job's pod succeeds after its
 run time: the ``topogov.io/local-run-time`` annotation, else the ``sleep N`` of its command, else
-:data:`DEFAULT_RUN_TIME`).
+:data:`DEFAULT_RUN_TIME`; a HyperPodPyTorchJob's pod only when it has a run time).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import base64
 import copy
 import functools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,12 @@ def kueue_webhooks(kueue_dir: Path, webhook_url: str, ca_pem: bytes) -> list[dic
 
 
 def kueue_configuration(
-    *, webhook_port: int, health_port: int, metrics_port: int, cert_dir: Path
+    *,
+    webhook_port: int,
+    health_port: int,
+    metrics_port: int,
+    cert_dir: Path,
+    external_frameworks: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Kueue's ``Configuration`` (config.kueue.x-k8s.io/v1beta2) for a host-run manager.
 
@@ -146,7 +152,14 @@ def kueue_configuration(
     as is ``TASProfileMixed`` (BestFit for required and preferred pod sets, LeastFreeCapacity for
     unconstrained ones); it is written out anyway. ``VisibilityOnDemand`` is off: with its own
     certificate management off, v0.17 reads the visibility server's certificate from a fixed
-    ``/visibility`` (``pkg/visibility/server.go``), and nothing here needs that API."""
+    ``/visibility`` (``pkg/visibility/server.go``), and nothing here needs that API.
+
+    ``external_frameworks``: kinds whose controller does Kueue's job-framework work itself, as
+    ``Kind.version.group`` (``integrations.externalFrameworks``; the ``--hyperpod`` stack's
+    ``HyperPodPyTorchJob.v1.sagemaker.amazonaws.com``)."""
+    integrations: dict[str, Any] = {"frameworks": ["batch/job"]}
+    if external_frameworks:
+        integrations["externalFrameworks"] = list(external_frameworks)
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -157,7 +170,7 @@ def kueue_configuration(
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": 50, "burst": 100},
-        "integrations": {"frameworks": ["batch/job"]},
+        "integrations": integrations,
         "featureGates": {
             "TopologyAwareScheduling": True,
             "TASProfileMixed": True,
@@ -221,7 +234,28 @@ def kwok_configuration(kwok_dir: Path, *, port: int) -> list[dict[str, Any]]:
                     "durationFrom": {"expressionFrom": _RUN_TIME},
                 }
             stages.append(stage)
+            if stage["metadata"]["name"] == "pod-complete":
+                stages.append(_run_time_stage(stage, HYPERPOD_JOB_KIND))
     return [config, *stages]
+
+
+HYPERPOD_JOB_KIND = "HyperPodPyTorchJob"  # the --hyperpod stack's jobs (hyperpod/operator.py: their pods)
+
+
+def _run_time_stage(pod_complete: dict[str, Any], owner_kind: str) -> dict[str, Any]:
+    """``pod-complete`` for the pods of an ``owner_kind``, only those given a run time (the
+    annotation, or a ``sleep`` in the command): a training pod with neither runs until deleted, as
+    a real one runs until its script ends, instead of a Job's default run time."""
+    stage = copy.deepcopy(pod_complete)
+    stage["metadata"]["name"] = f"{owner_kind.lower()}-pod-complete"
+    expressions = []
+    for e in stage["spec"]["selector"]["matchExpressions"]:
+        if e["key"] == ".metadata.ownerReferences.[].kind":
+            e = {**e, "values": [owner_kind]}
+        expressions.append(e)
+    expressions.append({"key": _RUN_TIME, "operator": "Exists"})
+    stage["spec"]["selector"]["matchExpressions"] = expressions
+    return stage
 
 
 def _millis(duration: str) -> int:

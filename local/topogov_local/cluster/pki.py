@@ -5,7 +5,9 @@ cluster directory.
   client trusts either), and the client certificates of the components, whose common name is their
   user and organisation their group, as kube-apiserver's x509 authenticator reads them
   (``--client-ca-file``): ``system:kube-controller-manager``, ``system:kube-scheduler`` (the
-  built-in RBAC binds both), ``kwok-controller`` and ``kueue-manager`` (bound by the manifests).
+  built-in RBAC binds both), ``kwok-controller`` and ``kueue-manager`` (bound by the manifests), and
+  ``hyperpod-training-operator`` (the ``--hyperpod`` stack's stand-in operator, bound by its own
+  ClusterRole: ``hyperpod/operator.py``).
 * ``webhook-ca``: Kueue's webhook and metrics serving certificates (127.0.0.1); its PEM is the
   ``caBundle`` of the webhook and CRD-conversion configurations.
 * ``sa.key``/``sa.pub``: the service-account token signing pair.
@@ -40,6 +42,7 @@ COMPONENTS = {
     "scheduler": ("system:kube-scheduler", None),
     "kwok": ("kwok-controller", None),
     "kueue": ("kueue-manager", None),
+    "hyperpod-operator": ("hyperpod-training-operator", None),
 }
 _DAYS = 365
 
@@ -156,9 +159,11 @@ class Pki:
 
 
 def make_pki(directory: Path) -> Pki:
-    """Everything the cluster needs in ``directory`` (made once; kept when it is there)."""
+    """Everything the cluster needs in ``directory`` (made once; kept when it is there, a component's
+    certificate added when a directory made before that component lacks it)."""
     pki = Pki(directory)
     if pki.path("tokens.csv").exists():
+        _add_missing_components(pki)
         return pki
     directory.mkdir(parents=True, exist_ok=True)
     ca = _ca("topogov-local-ca")
@@ -195,3 +200,18 @@ def make_pki(directory: Path) -> Pki:
     pki.path("tokens.csv").write_text("\n".join(lines) + "\n")
     pki.path("tokens.csv").chmod(0o600)
     return pki
+
+
+def _add_missing_components(pki: Pki) -> None:
+    """A client certificate for each component of :data:`COMPONENTS` the directory has none for,
+    signed by its CA."""
+    missing = [name for name in COMPONENTS if not pki.path(f"{name}.crt").exists()]
+    if not missing:
+        return
+    cert = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    key = serialization.load_pem_private_key(pki.path("ca.key").read_bytes(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    issuer = Issuer(cert, key)
+    for name in missing:
+        user, group = COMPONENTS[name]
+        _write(pki.directory, name, *_leaf(issuer, user, org=group))

@@ -17,7 +17,7 @@ from typing import Any
 from topogov.domain.labels import HYPERPOD_HEALTH_LABEL, INSTANCE_TYPE_LABEL, layer_label
 from topogov.domain.quantity import GPU, parse_quantity
 from topogov_cli.render import governor_line, summary_line
-from topogov_local.walkthrough.console import Console
+from topogov_local.walkthrough.console import Console, shown
 from topogov_local.walkthrough.labeler import invoke
 
 
@@ -72,6 +72,7 @@ def hyperpod_walkthrough(c: Console) -> None:
     c.note(f"  mode: {summary['cluster_mode_why']}", indent=4)
     c.say(governor_line(summary["governor"]))
     _example_job(c)
+    hyp_job(c)
     _policy_change(c)
 
 
@@ -103,12 +104,54 @@ def _example_job(c: Console) -> None:
     c.say(f"  -> the pods' layer-3 domain(s): {', '.join(sorted(d for d in domains if d))}")
 
 
+def hyp_job(c: Console) -> None:
+    """AWS's CLI, unmodified: ``hyp create hyp-pytorch-job`` as team-a, the stand-in training operator
+    running it (``hyperpod/operator.py``), Kueue placing it; then ``hyp list`` and ``topogov jobs``."""
+    from topogov_local.hyperpod import hyp
+
+    namespace, job = "hyperpod-ns-team-a", "demo"
+    c.step(5, "`hyp create hyp-pytorch-job` (AWS's HyperPod CLI) as team-a: the training operator runs it")
+    if not hyp.available():
+        c.say(f"  ({hyp.missing_reason()})")
+        return
+    args = hyp.create_command(
+        job, image="pytorch:latest", queue=f"{namespace}-localqueue", priority="training-priority"
+    )
+    c.note(f"  hyp's kubeconfig: context {hyp.CONTEXT}, namespace {namespace} "
+           f"({shown(hyp.write_kubeconfig(c.stack, namespace))})", indent=2)  # fmt: skip
+    _hyp(c, namespace, *args)
+    kube = c.stack.kube()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        pods = kube.request(
+            "GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": f"HPJob={job}"}
+        ).body["items"]
+        if sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running") == 4:
+            break
+        time.sleep(1.0)
+    c.kubectl("get", "pods", "-n", namespace, "-l", f"HPJob={job}", "-o", "wide")
+    _hyp(c, namespace, "list", "hyp-pytorch-job", "-n", namespace)
+    c.topogov("topogov-team-a", "jobs", "--team", "team-a")
+
+
+def _hyp(c: Console, namespace: str, *args: str) -> None:
+    from topogov_local.hyperpod import hyp
+
+    c.command("[team-a] $ ", ["hyp", *args])
+    out = hyp.run(c.stack, *args, namespace=namespace)
+    text = out.stdout if out.returncode == 0 else out.stdout + out.stderr
+    for line in text.strip("\n").splitlines():
+        c.say(line)
+    if out.returncode:
+        c.say(f"(exit {out.returncode})")
+
+
 def _policy_change(c: Console) -> None:
     from topogov_local import events
 
     stack, kube = c.stack, c.stack.kube()
     queue = "/apis/kueue.x-k8s.io/v1beta1/clusterqueues/hyperpod-ns-team-c-clusterqueue"
-    c.step(5, "A policy change shipped with `cdk deploy`: team-c gets 8 more GPUs")
+    c.step(6, "A policy change shipped with `cdk deploy`: team-c gets 8 more GPUs")
     before = nominal_gpus(kube.request("GET", queue).body)
     c.say(f"  before: ClusterQueue hyperpod-ns-team-c-clusterqueue nominal GPUs {before}")
     text, wanted = policy_with_more_gpus(stack.options.policy_file.read_text(), "team-c", before, 8)
