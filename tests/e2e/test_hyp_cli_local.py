@@ -318,7 +318,7 @@ def test_the_walkthrough_runs_hyp_create_as_its_step(stack: LocalStack, monkeypa
     assert "[team-a] $ hyp create hyp-pytorch-job --job-name demo" in text, text
     assert re.search(rf"^demo\s+{NAMESPACE}\s+Running", text, re.M), text  # hyp list
     assert len(re.findall(r"^demo-pod-\d\s+1/1\s+Running", text, re.M)) == 4, text  # kubectl get pods
-    assert re.search(r"^demo \*\s+team-a", text, re.M), text  # topogov jobs
+    assert re.search(r"^demo \*\s+HyperPodPyTorchJob\s+team-a", text, re.M), text  # topogov jobs
     assert out.returncode == 0, out.stdout + out.stderr
     assert wait_for(
         "demo's pods and Workload gone", lambda: not (pods_of(stack, "demo") or workloads_of(stack, "demo"))

@@ -269,23 +269,56 @@ def test_the_api_submits_as_the_addon_expects_and_reads_the_quota_from_its_queue
         "job_name": "hp-api", "image": "pytorch:latest", "accelerators": 8, "replica_count": 4,
         "required_topology": layer_label(3),
     }  # fmt: skip
+    # where the HyperPodPyTorchJob CRD is served, a high-level request becomes one, as hyp writes it
     resp = call(stack, "POST", "/v1/jobs", body=body)
     assert resp.status_code == 201, resp.text
-    # the Job as the API created it (Kueue adds its flavor's nodeLabels to the template once it admits it)
-    job = resp.json()["job"]
-    assert (job["metadata"]["namespace"], job["metadata"]["name"]) == (NAMESPACE, "hp-api")
-    pod = job["spec"]["template"]
+    answer = resp.json()
+    assert answer["decision"]["rendered_as"].startswith("sagemaker.amazonaws.com/v1 HyperPodPyTorchJob")
+    job = answer["job"]
+    assert (job["kind"], job["metadata"]["namespace"], job["metadata"]["name"]) == (
+        "HyperPodPyTorchJob",
+        NAMESPACE,
+        "hp-api",
+    )
+    pod = job["spec"]["replicaSpecs"][0]["template"]
     for labels in (job["metadata"]["labels"], pod["metadata"]["labels"]):
         assert labels["kueue.x-k8s.io/queue-name"] == "hyperpod-ns-team-a-localqueue"
         assert labels["kueue.x-k8s.io/priority-class"] == "experimentation-priority"
     assert pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == layer_label(3)
-    assert "node.kubernetes.io/instance-type" not in (pod["spec"].get("nodeSelector") or {})
-    # a topology beside an instance type: refused, naming the field
+    # the stand-in operator makes its Workload, Kueue admits and places it: 4 pods in one layer-3 domain
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in _nodes(stack)}
+
+    def running() -> list[dict[str, Any]]:
+        pods = (
+            stack.kube()
+            .request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", query={"labelSelector": "HPJob=hp-api"})
+            .body["items"]
+        )
+        return pods if len(pods) == 4 and all(p["status"].get("phase") == "Running" for p in pods) else []
+
+    pods = wait_for("hp-api's 4 pods Running", running)
+    assert len({labels[p["spec"]["nodeName"]][layer_label(3)] for p in pods}) == 1
+    view = call(stack, "GET", "/v1/jobs/team-a/hp-api").json()
+    assert (view["kind"], view["status"]) == ("HyperPodPyTorchJob", "Running"), view
+    # a topology beside an instance type: kept, as hyp writes it, and the decision says it pins the flavor
     both = call(
-        stack, "POST", "/v1/jobs", body={**body, "job_name": "hp-both", "instance_type": "p5.48xlarge"}
+        stack, "POST", "/v1/jobs?dryRun=true",
+        body={**body, "job_name": "hp-both", "instance_type": "p5.48xlarge"},
+    )  # fmt: skip
+    assert both.status_code == 200, both.text
+    template = both.json()["job"]["spec"]["replicaSpecs"][0]["template"]
+    assert template["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.p5.48xlarge"
+    assert "pins it to that type's flavor" in both.json()["decision"]["topology"]["reason"]
+    # forced to a batch/v1 Job, the high-level request still runs
+    forced = call(
+        stack, "POST", "/v1/jobs?dryRun=true", body={**body, "job_name": "hp-job", "render_as": "job"}
     )
-    assert both.status_code == 400, both.text
-    assert "instance_type" in both.text and "not both" in both.text
+    assert forced.status_code == 200 and forced.json()["job"]["kind"] == "Job", forced.text
+    assert call(stack, "DELETE", "/v1/jobs/team-a/hp-api").json()["kind"] == "HyperPodPyTorchJob"
+
+
+def _nodes(stack: LocalStack) -> list[dict[str, Any]]:
+    return stack.kube().request("GET", "/api/v1/nodes").body["items"]
 
 
 def test_doctor_says_the_cluster_is_hyperpods_and_who_writes_its_labels_and_queues(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.unit.test_labeler import FakeEc2, FakeNodes, FakeStore
-from topogov.domain.errors import Conflict, NeverAdmissible, QuotasUnavailable, ValidationFailed
+from topogov.domain.errors import Conflict, NeverAdmissible, QuotasUnavailable
 from topogov.domain.hyperpod import expected_objects
 from topogov.domain.hyperpod.mapping import cluster_queue
 from topogov.domain.hyperpod.mode import detect
@@ -379,7 +379,10 @@ def test_the_job_carries_queue_and_priority_on_the_job_and_its_pods_and_the_topo
     assert QUEUE_LABEL not in plain.manifest["spec"]["template"]["metadata"]["labels"]
 
 
-def test_a_topology_beside_an_instance_type_is_refused_naming_the_field_and_auto_drops_the_topology():
+def test_a_topology_beside_an_instance_type_is_kept_and_said_to_pin_the_flavor():
+    """As `hyp` writes a job: the instance-type nodeSelector (named as HyperPod labels its nodes) and the
+    topology annotation together; Kueue places it as asked, on that type's flavor only (docs/hyperpod.md,
+    observed with Kueue v0.17.0), and the decision says so."""
     from topogov.domain.placement import CapacityIndex
 
     index = CapacityIndex(hyperpod_snapshot().nodes.values())
@@ -387,19 +390,22 @@ def test_a_topology_beside_an_instance_type_is_refused_naming_the_field_and_auto
         job_name="train", image="busybox", node_count=2, accelerators=8, instance_type="p5.48xlarge",
         required_topology="topology.k8s.aws/network-node-layer-3",
     )  # fmt: skip
-    with pytest.raises(ValidationFailed) as refused:
-        decide(both, caller=TEAM_A, policy=POLICY, index=index, hyperpod=True)
-    assert refused.value.field == "instance_type" and "not both" in refused.value.message
+    adm = decide(both, caller=TEAM_A, policy=POLICY, index=index, hyperpod=True)
+    pod = adm.manifest["spec"]["template"]
+    assert pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "ml.p5.48xlarge"  # as HyperPod labels nodes
+    assert pod["metadata"]["annotations"][REQUIRED_ANNOTATION] == "topology.k8s.aws/network-node-layer-3"
+    assert (
+        adm.decision.topology.mode == "required"
+        and "pins it to that type's flavor" in adm.decision.topology.reason
+    )
     typed = JobRequest(
         job_name="train", image="busybox", node_count=2, accelerators=8, instance_type="p5.48xlarge"
     )
     adm = decide(typed, caller=TEAM_A, policy=POLICY, index=index, hyperpod=True)
-    pod = adm.manifest["spec"]["template"]
-    assert (
-        pod["spec"]["nodeSelector"][INSTANCE_TYPE_LABEL] == "ml.p5.48xlarge"
-    )  # as HyperPod labels its nodes
-    assert not (pod["metadata"].get("annotations") or {}).keys() & {REQUIRED_ANNOTATION}
     assert adm.decision.topology.mode == "none"
+    assert not (adm.manifest["spec"]["template"]["metadata"].get("annotations") or {}).keys() & {
+        REQUIRED_ANNOTATION
+    }
 
 
 # --- HyperPodPyTorchJobs, read-only ----------------------------------------------------------------------

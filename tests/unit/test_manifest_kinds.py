@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topogov.domain.errors import TopologyInfeasible, ValidationFailed
+from topogov.domain.errors import TopologyInfeasible
 from topogov.domain.jobs import complete_manifest, job_status
 from topogov.domain.labels import (
     GROUP_ANNOTATION,
@@ -487,15 +487,20 @@ def test_each_kind_reads_into_one_view_and_status():
     assert job_status(JobView.from_api(hp), admitted) == ("Running", None)
 
 
-def test_a_request_names_field_in_hyperpod_kind_when_both_type_and_topology_are_asked():
-    manifest = hyp_job()
-    manifest["spec"]["replicaSpecs"][0]["template"]["metadata"]["annotations"] = {REQUIRED_ANNOTATION: L3}
-    manifest["metadata"]["annotations"] = {REQUIRED_ANNOTATION: L3}
-    with pytest.raises(ValidationFailed) as exc:
-        decide(
-            ManifestRequest(manifest=manifest), caller=TEAM_A, policy=POLICY,
-            index=CapacityIndex(fleet()), hyperpod=True,
-        )  # fmt: skip
-    assert exc.value.field == (
-        "manifest.spec.replicaSpecs[0].template.spec.nodeSelector.node.kubernetes.io/instance-type"
-    )
+def test_the_hyp_clis_job_keeps_its_instance_type_beside_its_topology_on_hyperpod():
+    """`hyp` writes the instance-type nodeSelector and the topology annotation together (on the object
+    and the template): Topogov keeps both, decides the topology once and writes it on both."""
+    nodes = [
+        NodeCapacity(f"h{i}", ("A", "B", f"C{i // 4}"), "p5.48xlarge", "", P5, NOTHING) for i in range(8)
+    ]
+    adm = decide(
+        ManifestRequest(manifest=hyp_job()), caller=TEAM_A, policy=POLICY, index=CapacityIndex(nodes),
+        hyperpod=True,
+    )  # fmt: skip
+    done = adm.manifest
+    template = done["spec"]["replicaSpecs"][0]["template"]
+    assert template["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}
+    assert template["metadata"]["annotations"] == {PREFERRED_ANNOTATION: L3}
+    assert done["metadata"]["annotations"][PREFERRED_ANNOTATION] == L3
+    assert template["metadata"]["labels"][QUEUE_LABEL] == QUEUE
+    assert adm.decision.topology.mode == "preferred" and adm.charge.gpu == 32

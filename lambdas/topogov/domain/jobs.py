@@ -17,7 +17,6 @@ from typing import Any
 from topogov.domain.kinds import BATCH_JOB, BY_KIND, HYPERPOD_PYTORCH_JOB, kind_named
 from topogov.domain.labels import (
     GROUP_ANNOTATION,
-    INSTANCE_TYPE_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     POD_PRIORITY_LABEL,
@@ -53,9 +52,7 @@ def complete_manifest(
 
     ``hyperpod``: as SageMaker HyperPod task governance expects a job (SageMaker Developer Guide,
     topology-aware scheduling; aws/sagemaker-hyperpod-cli puts them on a job and its pod template
-    alike), the queue and priority labels go on the pod templates too, and a topology annotation is
-    never beside an instance-type nodeSelector ("not both"): the admission refuses a request with
-    both before this; here a template's instance-type selector goes when a topology is set."""
+    alike), the queue and priority labels go on the pod templates too."""
     job = copy.deepcopy(dict(manifest))
     kind = kind_named(job.get("apiVersion"), job.get("kind")) or BATCH_JOB
     meta = job["metadata"] = job.get("metadata") or {}
@@ -114,12 +111,6 @@ def _complete_template(
     annotations.update(topology)
     if topology and grouped:
         annotations[GROUP_ANNOTATION] = GROUP_NAME
-    if topology and hyperpod:
-        selector = (template.get("spec") or {}).get("nodeSelector")
-        if isinstance(selector, dict):
-            selector.pop(INSTANCE_TYPE_LABEL, None)
-            if not selector:
-                template["spec"].pop("nodeSelector")
     if not annotations:
         tmeta.pop("annotations")
 

@@ -19,7 +19,6 @@ from topogov.domain.errors import (
 )
 from topogov.domain.hyperpod.mapping import workload_priority_class
 from topogov.domain.jobs import complete_manifest
-from topogov.domain.labels import INSTANCE_TYPE_LABEL
 from topogov.domain.manifests import (
     JobShape,
     ManifestProblem,
@@ -156,7 +155,7 @@ def decide(
     ``hyperpod``: the cluster's queues are SageMaker HyperPod task governance's (``policy`` has the
     quotas in force and the add-on's namespaces and LocalQueues): the Job carries the queue and the
     add-on's WorkloadPriorityClass (``<name>-priority``) on its pod template too, and a topology
-    annotation never beside an instance-type nodeSelector (:func:`_hyperpod_spec`).
+    annotation beside an instance-type nodeSelector pins it to that type's flavor (:func:`_hyperpod_spec`).
 
     ``defaults``: what Kueue adds to the requests of a team namespace's pods (its LimitRanges'
     defaults, the RuntimeClasses' overhead), read from the cluster by the caller; none when not given.
@@ -169,15 +168,15 @@ def decide(
     base, shape, asked_priority, spec = _shape_of(
         request, team, hyperpod, defaults(team) if defaults else None, rendered
     )
-    asked_mode, note = spec.mode, None
+    asked_mode, pinned = spec.mode, ""
     if hyperpod:
-        shape, spec, note = _hyperpod_spec(request, shape, spec)
+        shape, pinned = _hyperpod_spec(shape)
     priority = _priority(team_name, team, asked_priority)
     total = shape.total
     _refuse_never_admissible(team_name, team, total)
     topo = topology_decision(spec, shape, index if callable(index) else (lambda: index), where_now=where_now)
-    if note is not None:
-        topo = TopologyDecision(mode="none", level=None, reason=note)
+    if pinned and topo.level:
+        topo.reason += pinned
     manifest = complete_manifest(
         base,
         namespace=team.namespace,
@@ -272,34 +271,27 @@ def _check_request(request: JobRequest, team: Team) -> None:
             raise ValidationFailed(f"environment.{name}", device_variable(name))
 
 
-NOT_BOTH = (
-    "on SageMaker HyperPod a job asks for a topology or an instance type, not both (SageMaker Developer "
-    'Guide, topology-aware scheduling: the topology annotation or a nodeSelector, "but not both")'
+PINNED = (
+    "; the instance type pins it to that type's flavor: Kueue never tries another, and while that "
+    "type's domains are full its pending message names the last flavor it tried"
 )
 
 
-def _hyperpod_spec(
-    request: JobRequest | ManifestRequest, shape: JobShape, spec: TopologySpec
-) -> tuple[JobShape, TopologySpec, str | None]:
-    """The job's shape with EC2's name of its instance type (``ml.p5.48xlarge`` is ``p5.48xlarge`` in the
-    snapshot), and its topology request where HyperPod takes it: a topology asked beside an instance
-    type is refused (400, naming the instance type's field); ``auto`` beside one is no topology, and
-    the third value says why (None otherwise)."""
+def _hyperpod_spec(shape: JobShape) -> tuple[JobShape, str]:
+    """On HyperPod: the job's shape with EC2's name of its instance type (``ml.p5.48xlarge`` is
+    ``p5.48xlarge`` in the snapshot), and what a topology beside an instance type means (appended to
+    the decision's reason). The topology-aware scheduling page says to use one or the other; with the
+    add-on's flavors (a ResourceFlavor per instance type, its ``nodeLabels`` that same label) Kueue
+    places such a job as asked, the selector repeating its flavor's label (observed with Kueue
+    v0.17.0, docs/hyperpod.md), so the pair is allowed, as ``hyp`` writes it."""
     if shape.instance_type is None:
-        return shape, spec, None
-    shape = replace(shape, instance_type=normalized_instance_type(shape.instance_type))
-    if spec.mode == "none":
-        return shape, spec, None
-    with_type = next((ps for ps in shape.pod_sets if ps.instance_type), None)
-    field = (
-        f"{with_type.field}.spec.nodeSelector.{INSTANCE_TYPE_LABEL}"
-        if isinstance(request, ManifestRequest) and with_type is not None
-        else "instance_type"
+        return shape, ""
+    pod_sets = tuple(
+        replace(ps, instance_type=normalized_instance_type(ps.instance_type)) if ps.instance_type else ps
+        for ps in shape.pod_sets
     )
-    if spec.mode == "auto":
-        why = f"auto: {NOT_BOTH}; {field} was asked, so the job gets no topology"
-        return shape, TopologySpec(mode="none"), why
-    raise ValidationFailed(field, f"{NOT_BOTH}: leave out {field} or the topology")
+    normal = normalized_instance_type(shape.instance_type)
+    return replace(shape, instance_type=normal, pod_sets=pod_sets), PINNED
 
 
 def _priority(team_name: str, team: Team, asked: str | None) -> str:
