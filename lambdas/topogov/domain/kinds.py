@@ -25,7 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from topogov.domain.labels import HPJOB_LABEL, JOB_UID_LABEL, JOBSET_UID_LABEL, PYTORCH_JOB_NAME_LABEL
+from topogov.domain.labels import (
+    HPJOB_LABEL,
+    JOB_NAME_LABEL,
+    JOB_UID_LABEL,
+    JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
+    PYTORCH_JOB_NAME_LABEL,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +138,24 @@ def pod_owner(labels: Mapping[str, str]) -> str | None:
         if value:
             return f"{k.kind}:{value}"
     return None
+
+
+NAME_LABELS = (
+    (JOBSET_NAME_LABEL, "JobSet"),
+    (PYTORCH_JOB_NAME_LABEL, "PyTorchJob"),
+    (HPJOB_LABEL, "HyperPodPyTorchJob"),
+    (JOB_NAME_LABEL, "Job"),
+)
+
+
+def pod_job_name(labels: Mapping[str, str]) -> str:
+    """The name of the job a pod belongs to, from its controller's label (a JobSet's before its
+    child Job's)."""
+    for label, _ in NAME_LABELS:
+        value = labels.get(label)
+        if value:
+            return str(value)
+    return ""
 
 
 def job_key(kind: str, name: str, uid: str) -> str:

@@ -60,6 +60,7 @@ JOB_CONTROLLER = "kubernetes.io/job-controller"
 # The training kinds' controllers' labels on their pods (domain/kinds.py), and JobSet's exclusive
 # placement annotation (which the API refuses: Kueue places the pods).
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 PYTORCH_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 EXCLUSIVE_PLACEMENT_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 # Topogov's (topogov.io): who submitted a Job, what topology and priority its pods asked for (on the

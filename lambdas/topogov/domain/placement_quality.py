@@ -15,10 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from topogov.domain.kinds import pod_job_name, pod_owner
 from topogov.domain.labels import (
-    HPJOB_LABEL,
-    JOB_NAME_LABEL,
-    JOB_UID_LABEL,
     POD_PRIORITY_LABEL,
     PODSET_LABEL,
     PREFERRED_ANNOTATION,
@@ -45,14 +43,15 @@ class JobPod:
 
 
 def job_pod(pod: PodView, gpus: int) -> JobPod | None:
-    """A Running pod Kueue admitted for a Job (or a HyperPodPyTorchJob: its pods carry ``HPJob``, the
-    job's name, which stands for its uid), bound to a node; None for any other pod."""
+    """A Running pod Kueue admitted for a job of a governed kind (``domain/kinds.py``: a Job, a
+    JobSet's pods as the JobSet's, a PyTorchJob, a HyperPodPyTorchJob: the last two by the job's
+    name, which stands for its uid within the namespace), bound to a node; None for any other pod."""
     labels = pod.labels
-    hp_job = labels.get(HPJOB_LABEL)
-    uid, node = (
-        labels.get(JOB_UID_LABEL) or (hp_job and f"{HPJOB_LABEL}/{pod.namespace}/{hp_job}"),
-        pod.node_name,
-    )
+    owner = pod_owner(labels)
+    kind, _, value = (owner or "").partition(":")
+    # a Job's and a JobSet's uid; a job known by its name: its kind, namespace and name
+    uid = value if kind in ("Job", "JobSet") else f"{kind}/{pod.namespace}/{value}" if owner else None
+    node = pod.node_name
     if PODSET_LABEL not in labels or not uid or not node or pod.phase != "Running":
         return None
     annotations = pod.annotations
@@ -61,7 +60,7 @@ def job_pod(pod: PodView, gpus: int) -> JobPod | None:
         mode = "required" if REQUIRED_ANNOTATION in annotations else "none"
         mode = "preferred" if PREFERRED_ANNOTATION in annotations else mode
     return JobPod(
-        pod.namespace, str(labels.get(JOB_NAME_LABEL) or hp_job or ""), str(uid), str(node),
+        pod.namespace, pod_job_name(labels), str(uid), str(node),
         mode if mode in MODES else "none", labels.get(POD_PRIORITY_LABEL), gpus,
     )  # fmt: skip
 
