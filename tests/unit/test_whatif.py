@@ -307,3 +307,31 @@ def test_while_jobs_arrive_a_penalised_placement_holds_gpus_but_does_less_work(f
     slow = compare(rows, {"p": (fleet, policy)}, penalty=Penalty())["scenarios"]["p"]["fleet"]
     assert slow["window_utilization"] == pytest.approx(0.5)  # 64 of 128 GPUs held all the window
     assert slow["window_goodput"] == pytest.approx(0.5 * 412 / 631)  # at 412/631 of full speed
+
+
+def test_a_trace_row_may_be_a_pytorchjob_whose_master_and_workers_kueue_places_as_one(fleet):
+    """``kind`` pytorchjob: the row is rendered as the API renders ``render_as: pytorchjob`` (a master
+    and its workers, one pod-set group), and the model places the group inside one domain."""
+    from topogov.logic.whatif.engine import Simulation
+
+    jobs = parse_trace(
+        "submit_s,team,name,pods,gpus_per_pod,duration_s,topology_mode,topology_level,kind\n"
+        "0,team-a,pt,4,8,600,required,layer-3,pytorchjob\n"
+        "0,team-a,plain,4,8,600,required,layer-3,\n"
+    )
+    assert [j.kind for j in jobs] == ["pytorchjob", "job"]
+    sim = Simulation(fleet, load_policy(POLICY))
+    for job in jobs:
+        sim.submit(job)
+    sim.cluster.settle(0.0)
+    pt = sim.workloads["team-a/pt"]
+    assert [(ps.name, ps.count, ps.topology.group) for ps in pt.pod_sets] == [
+        ("master", 1, "job"),
+        ("worker", 3, "job"),
+    ]
+    assert [(ps.name, ps.count) for ps in sim.workloads["team-a/plain"].pod_sets] == [("main", 4)]
+    placed = sim.cluster.admitted()["team-a/pt"]
+    hosts = {values[-1] for ps in placed.pod_sets for values, n in ps.topology.domains if n}
+    assert len(hosts) == 4 and len({sim.paths[h][2] for h in hosts}) == 1
+    with pytest.raises(InputError, match="kind: must be one of job, pytorchjob"):
+        parse_trace("submit_s,team,name,pods,gpus_per_pod,duration_s,kind\n0,team-a,j,1,8,60,jobset\n")

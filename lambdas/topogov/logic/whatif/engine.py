@@ -39,6 +39,7 @@ from typing import Any
 
 from topogov.domain.errors import Refusal
 from topogov.domain.jobs import GROUP_NAME
+from topogov.domain.kinds import BATCH_JOB, PYTORCH_JOB
 from topogov.domain.kueue import cluster_queue_name, flavors_from_nodes, render
 from topogov.domain.kueue_model import Cluster, PodSet, TopologyRequest, Workload, requests_from
 from topogov.domain.kueue_model.convert import nodes_of, objects_of
@@ -73,6 +74,10 @@ REGIMES: dict[str, str] = {
     "required": "every multi-node job required at the tightest level that can hold it",
     "topogov": "multi-node jobs required at the tightest level, preferred after 10 min; others auto",
 }
+
+
+# the kinds a trace row may be (inputs.TRACE_KINDS): the simulated cluster serves them
+TRACE_SERVED = frozenset({BATCH_JOB.kind, PYTORCH_JOB.kind})
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,8 +330,9 @@ class Simulation:
             req = as_request(job, spec_mode=mode, level=level, fallback_after_s=fallback)
             caller = self.callers.get(job.team, "")
             return decide(
-                req, caller=Caller.of(caller), policy=self.policy, index=self.index, where_now=False
-            )
+                req, caller=Caller.of(caller), policy=self.policy, index=self.index, where_now=False,
+                served=TRACE_SERVED,
+            )  # fmt: skip
         except Refusal as exc:
             run.refused = exc.message
         except ValueError as exc:  # a trace row the API's validation refuses

@@ -45,8 +45,11 @@ from topogov.domain.tree import NodeCapacity
 
 TRACE_COLUMNS = (
     "submit_s", "team", "name", "pods", "gpus_per_pod", "instance_type", "duration_s",
-    "topology_mode", "topology_level", "fallback_after_s", "priority",
+    "topology_mode", "topology_level", "fallback_after_s", "priority", "kind",
 )  # fmt: skip
+# a trace row's kind, as the API renders a high-level request (``render_as``): a batch/v1 Job, or a
+# PyTorchJob (a master and its workers, one pod-set group)
+TRACE_KINDS = ("job", "pytorchjob")
 REQUIRED_TRACE_COLUMNS = ("submit_s", "team", "name", "pods", "gpus_per_pod", "duration_s")
 FLEET_COLUMNS = ("node", "instance_type", "layer-1", "layer-2", "layer-3", "layer-4")
 MODES = ("none", "auto", "preferred", "required")
@@ -75,6 +78,7 @@ class TraceJob:
     topology_level: str | None = None
     fallback_after_s: float | None = None
     priority: str | None = None
+    kind: str = "job"  # TRACE_KINDS
 
 
 def _rows(
@@ -148,6 +152,9 @@ def _trace_job(source: str, line: int, row: dict[str, str]) -> TraceJob:
     fallback = _number(source, line, "fallback_after_s", fallback_raw, low=1) if fallback_raw else None
     if fallback is not None and mode != "required":
         raise InputError(source, line, "fallback_after_s", "applies to topology_mode required only")
+    kind = row.get("kind") or "job"
+    if kind not in TRACE_KINDS:
+        raise InputError(source, line, "kind", f"must be one of {', '.join(TRACE_KINDS)}, got {kind!r}")
     job = TraceJob(
         submit_s=_number(source, line, "submit_s", row["submit_s"]),
         team=row["team"],
@@ -160,6 +167,7 @@ def _trace_job(source: str, line: int, row: dict[str, str]) -> TraceJob:
         topology_level=level,
         fallback_after_s=fallback,
         priority=row.get("priority") or None,
+        kind=kind,
     )
     try:
         as_request(job, spec_mode=mode)
@@ -193,6 +201,7 @@ def as_request(
             "priority": job.priority,
             "team": job.team,
             "topology": topology,
+            "render_as": job.kind,
         }
     )
 
