@@ -110,19 +110,15 @@ def trace_from_records(records: Iterable[Mapping[str, Any]], *, now: float, wind
                 topology_level=level if mode in ("preferred", "required") else None,
                 fallback_after_s=fallback if mode == "required" else None,
                 priority=request.get("priority") or None,
-                kind=_kind(decision),
+                kind=_kind(decision, str(record.get("job_kind") or "Job")),
             )
         )
     return History(jobs, window_s, dict(sorted(left.items())))
 
 
-def _kind(decision: dict[str, Any]) -> str:
+def _kind(decision: dict[str, Any], job_kind: str) -> str:
     """The trace kind of a recorded job: a leader and its workers placed as one (a PyTorchJob's master
     and workers, a JobSet's one-pod leader and workers) replay as a PyTorchJob, anything else as a Job."""
     sets = decision.get("pod_sets") or []
     grouped = len(sets) == 2 and min(int(p.get("pods") or 0) for p in sets) == 1
-    return (
-        "pytorchjob"
-        if grouped and str(decision.get("kind", "")).endswith(("PyTorchJob", "JobSet"))
-        else "job"
-    )
+    return "pytorchjob" if grouped and job_kind in ("PyTorchJob", "JobSet") else "job"

@@ -50,6 +50,7 @@ TRACE_COLUMNS = (
 # a trace row's kind, as the API renders a high-level request (``render_as``): a batch/v1 Job, or a
 # PyTorchJob (a master and its workers, one pod-set group)
 TRACE_KINDS = ("job", "pytorchjob")
+KIND_COLUMN = TRACE_COLUMNS[-1]
 REQUIRED_TRACE_COLUMNS = ("submit_s", "team", "name", "pods", "gpus_per_pod", "duration_s")
 FLEET_COLUMNS = ("node", "instance_type", "layer-1", "layer-2", "layer-3", "layer-4")
 MODES = ("none", "auto", "preferred", "required")
@@ -152,7 +153,7 @@ def _trace_job(source: str, line: int, row: dict[str, str]) -> TraceJob:
     fallback = _number(source, line, "fallback_after_s", fallback_raw, low=1) if fallback_raw else None
     if fallback is not None and mode != "required":
         raise InputError(source, line, "fallback_after_s", "applies to topology_mode required only")
-    kind = row.get("kind") or "job"
+    kind = row.get(KIND_COLUMN) or "job"
     if kind not in TRACE_KINDS:
         raise InputError(source, line, "kind", f"must be one of {', '.join(TRACE_KINDS)}, got {kind!r}")
     job = TraceJob(
