@@ -40,6 +40,8 @@ COMPONENTS = {
     "scheduler": ("system:kube-scheduler", None),
     "kwok": ("kwok-controller", None),
     "kueue": ("kueue-manager", None),
+    "jobset": ("jobset-manager", None),
+    "training-operator": ("training-operator", None),
 }
 _DAYS = 365
 
@@ -155,10 +157,24 @@ class Pki:
         raise KeyError(identity)
 
 
+def _load(directory: Path, name: str) -> Issuer:
+    cert = x509.load_pem_x509_certificate((directory / f"{name}.crt").read_bytes())
+    key = serialization.load_pem_private_key((directory / f"{name}.key").read_bytes(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return Issuer(cert, key)
+
+
 def make_pki(directory: Path) -> Pki:
-    """Everything the cluster needs in ``directory`` (made once; kept when it is there)."""
+    """Everything the cluster needs in ``directory`` (made once; kept when it is there, with the
+    certificate of a component added since signed by its CA)."""
     pki = Pki(directory)
     if pki.path("tokens.csv").exists():
+        added = [name for name in COMPONENTS if not pki.path(f"{name}.crt").exists()]
+        if added:
+            ca = _load(directory, "ca")
+            for name in added:
+                user, group = COMPONENTS[name]
+                _write(directory, name, *_leaf(ca, user, org=group))
         return pki
     directory.mkdir(parents=True, exist_ok=True)
     ca = _ca("topogov-local-ca")
