@@ -195,7 +195,8 @@ def ensure_built(progress: Callable[[str], None] | None = None, tools: tuple[Too
 
 def module_dir(module: str, version: str, pins: str) -> Path:
     """Where the Go module cache holds ``module@version`` (downloaded if it is not yet), read from
-    the pin folder ``pins`` whose go.sum verifies it: for the manifests Kueue, KWOK, JobSet and the training operator ship."""
+    the pin folder ``pins`` whose go.sum verifies it: for the manifests Kueue, KWOK, JobSet and the
+    training operator ship."""
     proc = subprocess.run(
         [_go(), "mod", "download", "-json", f"{module}@{version}"],
         cwd=PINS / pins,
