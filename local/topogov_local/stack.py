@@ -65,6 +65,10 @@ class StackOptions:
     hyperpod: bool = False
     unhealthy_nodes: int = 2  # with hyperpod: nodes HyperPod marks UnschedulablePendingReplacement
     audit_log: bool = False  # kube-apiserver writes every request to <dir>/audit.log (tests read it)
+    # JobSet and the Kubeflow training operator (PyTorchJob) run in the cluster and Kueue manages both
+    # kinds (ControlPlane(training_controllers=True)). Off unless asked for: `topogov local` asks
+    # (--no-training-controllers leaves them out); a test's stack only when it submits those kinds.
+    training_controllers: bool = False
 
 
 # Every call of a local function its deployed role refused, over the stacks of this process (the
@@ -190,7 +194,9 @@ class LocalStack:
         self.aws = emulator.process()
         self.emulator = emulator
         audit = self.dir / "audit.log" if self.options.audit_log else None
-        self.cluster = ControlPlane(self.dir / "cluster", audit_log=audit)
+        self.cluster = ControlPlane(
+            self.dir / "cluster", audit_log=audit, training_controllers=self.options.training_controllers
+        )
         cluster = self.cluster
         deployer = Deployer(self, self.dir / "deployment")
         self.deployer = deployer
