@@ -69,7 +69,8 @@ $(HYP_STAMP): requirements/hyp.txt
 hyp-tools: $(HYP_STAMP)
 
 # The local cluster: etcd, Kubernetes v1.35.4 (apiserver, controller manager, scheduler, kubectl),
-# Kueue v0.17.0 and KWOK v0.8.0, built from the Go modules pinned in local/controlplane/ into
+# Kueue v0.17.0, KWOK v0.8.0, JobSet v0.11.1 and the Kubeflow training operator v1.9.3, built from
+# the Go modules pinned in local/controlplane/ into
 # ~/.cache/topogov (or $$TOPOGOV_CACHE) on first use, again only when a pin changes. Needs Go 1.26.
 controlplane: $(STAMP)
 	@command -v go >/dev/null 2>&1 || { echo "make: the local cluster is built from Go modules: install Go 1.26 (https://go.dev/dl)" >&2; exit 2; }

@@ -140,9 +140,9 @@ def _local_parser(sub: Any) -> None:
         "local",
         help="run the local stack (AWS on moto, Kubernetes, Kueue, the functions) with a walkthrough",
         description=(
-            "Start the local stack (EC2, S3 and DynamoDB on moto; etcd, Kubernetes, Kueue and KWOK "
-            "built from their Go modules; the two functions and the REST API), run the walkthrough, "
-            "then reconcile on a schedule until Ctrl-C."
+            "Start the local stack (EC2, S3 and DynamoDB on moto; etcd, Kubernetes, Kueue, KWOK, JobSet "
+            "and the Kubeflow training operator built from their Go modules; the two functions and the "
+            "REST API), run the walkthrough, then reconcile on a schedule until Ctrl-C."
         ),
     )
     local.add_argument("--once", action="store_true", help="run the walkthrough and exit 0")
@@ -170,6 +170,11 @@ def _local_parser(sub: Any) -> None:
         action="store_true",
         help="the cluster is a SageMaker HyperPod cluster: HyperPod nodes, the stack deployed with "
         "-c topogov:hyperpodClusterArn, the task governance add-on emulated (docs/hyperpod.md)",
+    )
+    local.add_argument(
+        "--no-training-controllers",
+        action="store_true",
+        help="leave out JobSet and the training operator (PyTorchJob): Kueue then manages batch/v1 Jobs only",
     )
     local.add_argument(
         "--labelled-by-eks",

@@ -68,6 +68,10 @@ class StackOptions:
     hyperpod: bool = False
     unhealthy_nodes: int = 2  # with hyperpod: nodes HyperPod marks UnschedulablePendingReplacement
     audit_log: bool = False  # kube-apiserver writes every request to <dir>/audit.log (tests read it)
+    # JobSet and the Kubeflow training operator (PyTorchJob) run in the cluster and Kueue manages both
+    # kinds (ControlPlane(training_controllers=True)). Off unless asked for: `topogov local` asks
+    # (--no-training-controllers leaves them out); a test's stack only when it submits those kinds.
+    training_controllers: bool = False
 
 
 # Every call of a local function its deployed role refused, over the stacks of this process (the
@@ -199,6 +203,7 @@ class LocalStack:
             audit_log=audit,
             # the training operator's kind, as AWS's install guide adds it to Kueue's configuration
             external_frameworks=(HYPERPOD_JOB_FRAMEWORK,) if self.options.hyperpod else (),
+            training_controllers=self.options.training_controllers,
         )
         cluster = self.cluster
         deployer = Deployer(self, self.dir / "deployment")

@@ -116,3 +116,19 @@ def kube(server):
     http.request("DELETE", "/_emulator/faults")
     http.request("DELETE", "/_emulator/requests")
     return http
+
+
+@pytest.fixture(scope="module")
+def training_cluster(tmp_path_factory):
+    """A control plane of the module's own with JobSet and the Kubeflow training operator running and
+    Kueue managing PyTorchJobs and JobSets (``ControlPlane(training_controllers=True)``), reached as
+    cluster admin (``cluster.admin()``); stopped when the module ends, however it ends. No Topogov
+    RBAC."""
+    from topogov_local.cluster.controlplane import ControlPlane
+
+    cluster = ControlPlane(tmp_path_factory.mktemp("training-cluster"), rbac=None, training_controllers=True)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

@@ -4,15 +4,20 @@ The pins are Go modules of this repository, one per upstream (``local/controlpla
 ``go.sum``): etcd (``go.etcd.io/etcd/server/v3``, the release Kubernetes 1.35.4 pins), Kubernetes
 v1.35.4 (``kube-apiserver``, ``kube-controller-manager``, ``kube-scheduler``, ``kubectl``; the release
 whose client libraries Kueue v0.17.0 uses; its staging modules are mapped to their published v0.35.4
-by ``replace``), Kueue v0.17.0 (``cmd/kueue``) and KWOK v0.8.0 (``cmd/kwok``, its own module: it needs
-the 0.36 client libraries). No binary and no upstream source is in the repository: ``go build``
-fetches the modules from the Go module proxy and verifies them against ``go.sum``.
+by ``replace``), Kueue v0.17.0 (``cmd/kueue``), KWOK v0.8.0 (``cmd/kwok``, its own module: it needs
+the 0.36 client libraries), JobSet v0.11.1 (the module's root package is its manager) and the Kubeflow
+training operator v1.9.3 (a ``main.go`` of ours following upstream's ``cmd/training-operator.v1``,
+without its certificate rotator). The last two have a module each because each builds against its
+own controller-runtime (v0.22.4 and v0.19.1), whose webhook builder differs from the v0.23 Kueue's
+module resolves. No binary and no upstream source is in the repository: ``go build`` fetches the
+modules from the Go module proxy and verifies them against ``go.sum``.
 
 Binaries go to ``$TOPOGOV_CACHE/controlplane/<pin hash>/bin`` (default ``~/.cache/topogov``),
 the hash covering every pin file and the build flags, so a pin change builds again and nothing
 else does. A lock file keeps two builds (parallel test workers, two terminals) from racing.
 Version strings are stamped as the upstream release builds stamp them (Kubernetes'
-``hack/lib/version.sh``, Kueue's Makefile ``LD_FLAGS``), so ``/version`` says ``v1.35.4``.
+``hack/lib/version.sh``, Kueue's and JobSet's Makefile ``LD_FLAGS``), so ``/version`` says ``v1.35.4``
+(the training operator's build stamps nothing).
 
 ``python -m topogov_local.cluster.build`` builds whatever is missing, with progress, and prints the
 directory (``make controlplane``).
@@ -37,6 +42,8 @@ PINS = Path(__file__).resolve().parents[2] / "controlplane"  # local/controlplan
 KUBERNETES_VERSION = "v1.35.4"
 KUEUE_VERSION = "v0.17.0"
 KWOK_VERSION = "v0.8.0"
+JOBSET_VERSION = "v0.11.1"
+TRAINING_OPERATOR_VERSION = "v1.9.3"
 _STAMP_DATE = "2026-01-01T00:00:00Z"
 
 
@@ -81,6 +88,13 @@ TOOLS = (
         f"-X sigs.k8s.io/kueue/pkg/version.BuildDate={_STAMP_DATE[:10]}",
     ),
     Tool("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", "-s -w"),
+    Tool(
+        "jobset",
+        "jobset",
+        "sigs.k8s.io/jobset",
+        f"-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion={JOBSET_VERSION}",
+    ),
+    Tool("training-operator", "training-operator", ".", "-s -w"),
 )
 # Kueue's own scheduler performance test (``test/performance/scheduler``), for ``topogov bench
 # kueue-perf``; the Kueue pins already cover their imports. Built only when asked for, and not part
@@ -181,7 +195,8 @@ def ensure_built(progress: Callable[[str], None] | None = None, tools: tuple[Too
 
 def module_dir(module: str, version: str, pins: str) -> Path:
     """Where the Go module cache holds ``module@version`` (downloaded if it is not yet), read from
-    the pin folder ``pins`` whose go.sum verifies it: for the manifests Kueue and KWOK ship."""
+    the pin folder ``pins`` whose go.sum verifies it: for the manifests Kueue, KWOK, JobSet and the
+    training operator ship."""
     proc = subprocess.run(
         [_go(), "mod", "download", "-json", f"{module}@{version}"],
         cwd=PINS / pins,

@@ -9,18 +9,27 @@ Started in order, each when the one before is ready:
    cluster including ``ValidatingAdmissionPolicy``;
 3. **kube-controller-manager** with the controllers a Job needs (job, garbage collector, namespace,
    service accounts, TTL, pod GC, node lifecycle and taint eviction, ClusterRole aggregation, the
-   root CA publisher; 1.35's names end in ``-controller``) and **kube-scheduler**;
+   root CA publisher; 1.35's names end in ``-controller``) and the EndpointSlice controller (a
+   headless Service's slices list its pods' addresses and hostnames, as JobSet's and the training
+   operator's Services have them on EKS), and **kube-scheduler**;
 4. **KWOK**, keeping the Nodes annotated ``kwok.x-k8s.io/node: fake`` alive (leases, heartbeats)
    and playing their Pods (Running once bound, Succeeded after their run time);
-5. **Kueue**: its CRDs (conversion webhooks by URL), RBAC and webhook configurations from its
+5. with ``training_controllers=True``, **JobSet** v0.11.1 and the **Kubeflow training operator** v1.9.3
+   (PyTorchJob): their CRDs, RBAC and webhook configurations from their modules, then the two
+   managers, their webhooks served on 127.0.0.1 with our CA; before Kueue, which manages both kinds
+   then (a kind whose CRD is missing when Kueue starts is set up only after a backoff of up to two
+   minutes);
+6. **Kueue**: its CRDs (conversion webhooks by URL), RBAC and webhook configurations from its
    module (:mod:`.manifests`), then the manager, its webhooks served on 127.0.0.1 with our CA;
-6. ``deploy/rbac.yaml``: Topogov's RBAC and admission policy, as a platform team applies it;
-7. the **fault proxy** (:mod:`.faultproxy`), through which Topogov's identities and people reach the
+7. ``deploy/rbac.yaml``: Topogov's RBAC and admission policy, as a platform team applies it;
+8. the **fault proxy** (:mod:`.faultproxy`), through which Topogov's identities and people reach the
    API server: it counts requests and injects faults for the tests.
 
-What is not upstream code: KWOK's fake kubelet stands in for the nodes (that is its purpose), and
-the fault proxy. ``kubeconfig(identity)`` gives each identity a kubeconfig to the proxy;
-``direct_kubeconfig`` reaches the API server itself as admin.
+What is not upstream code: KWOK's fake kubelet stands in for the nodes (that is its purpose), the
+fault proxy, and the training operator's ``main`` (upstream's, without the certificate rotator that
+cannot be turned off there: ``local/controlplane/training-operator/main.go``).
+``kubeconfig(identity)`` gives each identity a kubeconfig to the proxy; ``direct_kubeconfig``
+reaches the API server itself as admin.
 
 Kueue v0.17.0 with its own certificate management off always reads a metrics certificate from
 ``/etc/kueue/metrics/certs`` (``cmd/kueue/main.go``); the cluster writes one there when none is
@@ -62,6 +71,7 @@ CONTROLLERS = (
     "taint-eviction-controller",
     "clusterrole-aggregation-controller",
     "root-ca-certificate-publisher-controller",
+    "endpointslice-controller",
 )
 # The API server as EKS runs it: privileged containers allowed (EKS's kube-apiserver runs with
 # --allow-privileged=true: an EKS node runs the privileged aws-node and kube-proxy pods), Pod Security
@@ -117,12 +127,16 @@ class ControlPlane:
         rbac: Path | None = RBAC_MANIFEST,
         audit_log: Path | None = None,
         external_frameworks: Sequence[str] = (),
+        training_controllers: bool = False,
     ) -> None:
         self.dir = Path(directory).resolve()
         # Kueue's integrations.externalFrameworks (manifests.kueue_configuration)
         self.external_frameworks = tuple(external_frameworks)
         self.with_kueue = kueue
         self.with_nodes = nodes
+        # JobSet and the training operator (PyTorchJob) run, and Kueue manages both kinds: off by
+        # default (two more managers, two CRDs of 1.4 MB; the stacks that submit only Jobs need neither)
+        self.with_training = training_controllers
         self.rbac = rbac
         # Off by default. When given, kube-apiserver writes one JSON line per request (level Metadata:
         # user, impersonated user, verb, resource, namespace, name, response code) there.
@@ -179,7 +193,7 @@ class ControlPlane:
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.dir / "etcd", ignore_errors=True)
         self.pki = make_pki(self.dir / "pki")
-        names = (
+        names: tuple[str, ...] = (
             "etcd",
             "etcd-peer",
             "apiserver",
@@ -191,6 +205,13 @@ class ControlPlane:
             "kueue-metrics",
             "proxy",
         )
+        if self.with_training:
+            names += (
+                "jobset-webhook",
+                "jobset-health",
+                "training-operator-webhook",
+                "training-operator-health",
+            )
         self.ports = {name: free_port() for name in names}
         self.addressed.set()
         self._start_etcd(bins)
@@ -200,6 +221,8 @@ class ControlPlane:
         admin = self.admin()
         if self.with_nodes:
             self._start_kwok(bins)
+        if self.with_training:
+            self._start_training(bins)
         if self.with_kueue:
             self._start_kueue(bins)
         if self.rbac is not None:
@@ -359,11 +382,11 @@ class ControlPlane:
         self.apply(manifests.kueue_rbac(kueue_dir))
         self.apply(manifests.kueue_webhooks(kueue_dir, hook_url, ca_pem))
         self._wait_established()
-        certs = self.dir / "kueue-certs"
-        certs.mkdir(exist_ok=True)
-        shutil.copy(d / "webhook.crt", certs / "tls.crt")
-        shutil.copy(d / "webhook.key", certs / "tls.key")
+        certs = self._serving_certs("kueue-certs")
         _ensure_metrics_certs(d / "metrics.crt", d / "metrics.key")
+        frameworks: tuple[str, ...] = (manifests.BATCH_JOB,)
+        if self.with_training:
+            frameworks += (manifests.PYTORCHJOB, manifests.JOBSET)
         config = self.dir / "kueue-config.yaml"
         config.write_text(
             yaml.safe_dump(
@@ -373,6 +396,7 @@ class ControlPlane:
                     metrics_port=p["kueue-metrics"],
                     cert_dir=certs,
                     external_frameworks=self.external_frameworks,
+                    frameworks=frameworks,
                 )
             )
         )
@@ -386,6 +410,76 @@ class ControlPlane:
             ],
             lambda: _probe(f"http://127.0.0.1:{p['kueue-health']}/readyz"),
         )
+
+    def _start_training(self, bins: Path) -> None:
+        """JobSet and the training operator: their CRDs, RBAC and webhook configurations
+        (:mod:`.manifests`), then each manager, ready once its webhook server listens."""
+        assert self.pki is not None
+        p = self.ports
+        jobset_dir = build.module_dir("sigs.k8s.io/jobset", build.JOBSET_VERSION, "jobset")
+        operator_dir = build.module_dir(
+            "github.com/kubeflow/training-operator", build.TRAINING_OPERATOR_VERSION, "training-operator"
+        )
+        ca_pem = self.pki.webhook_ca.read_bytes()
+        self.apply([*manifests.jobset_crds(jobset_dir), *manifests.pytorchjob_crds(operator_dir)])
+        self.apply([*manifests.jobset_rbac(jobset_dir), *manifests.training_operator_rbac(operator_dir)])
+        self.apply(manifests.jobset_webhooks(jobset_dir, f"https://127.0.0.1:{p['jobset-webhook']}", ca_pem))
+        self.apply(
+            manifests.training_operator_webhooks(
+                operator_dir, f"https://127.0.0.1:{p['training-operator-webhook']}", ca_pem
+            )
+        )
+        self._wait_established()
+        config = self.dir / "jobset-config.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                manifests.jobset_configuration(
+                    webhook_port=p["jobset-webhook"],
+                    health_port=p["jobset-health"],
+                    cert_dir=self._serving_certs("jobset-certs"),
+                )
+            )
+        )
+        self._run(
+            "jobset",
+            [
+                str(bins / "jobset"),
+                f"--config={config}",
+                f"--kubeconfig={self._component_kubeconfig('jobset')}",
+                "--zap-log-level=info",
+            ],
+            lambda: _probe(f"http://127.0.0.1:{p['jobset-health']}/readyz"),
+        )
+        template = self.dir / "pytorch-init-container.yaml"
+        template.write_text(manifests.PYTORCH_INIT_CONTAINER_TEMPLATE)
+        self._run(
+            "training-operator",
+            [
+                str(bins / "training-operator"),
+                f"--kubeconfig={self._component_kubeconfig('training-operator')}",
+                "--enable-scheme=pytorchjob",
+                "--metrics-bind-address=0",
+                f"--health-probe-bind-address=127.0.0.1:{p['training-operator-health']}",
+                "--webhook-server-host=127.0.0.1",
+                f"--webhook-server-port={p['training-operator-webhook']}",
+                f"--webhook-cert-dir={self._serving_certs('training-operator-certs')}",
+                f"--pytorch-init-container-template-file={template}",
+                "--kube-api-qps=50",
+                "--kube-api-burst=100",
+                "--zap-log-level=info",
+            ],
+            lambda: _probe(f"http://127.0.0.1:{p['training-operator-health']}/readyz"),
+        )
+
+    def _serving_certs(self, name: str) -> Path:
+        """A folder of this cluster's with the webhook serving certificate (127.0.0.1, signed by the
+        webhook CA) as a controller-runtime webhook server reads it: ``tls.crt``, ``tls.key``."""
+        assert self.pki is not None
+        certs = self.dir / name
+        certs.mkdir(exist_ok=True)
+        shutil.copy(self.pki.path("webhook.crt"), certs / "tls.crt")
+        shutil.copy(self.pki.path("webhook.key"), certs / "tls.key")
+        return certs
 
     def stop(self) -> None:
         stop_all(reversed(self.procs))  # together: each would otherwise take its grace in turn
@@ -499,16 +593,22 @@ class ControlPlane:
     _KUEUE_CLUSTER = ("clusterqueues", "resourceflavors", "topologies", "cohorts", "workloadpriorityclasses")
 
     def reset(self, timeout_s: float = 60) -> None:
-        """Back to an empty cluster, for tests that each want one: every Node, Job, Pod, Kueue object
-        and non-system Namespace deleted (waited for, finalizers and all), as a test fixture of
-        Kueue's own integration suite tears down. Topogov's RBAC (``deploy/rbac.yaml``) is applied again,
-        team namespaces included."""
+        """Back to an empty cluster, for tests that each want one: every Node, Job (PyTorchJob and
+        JobSet too, with ``training_controllers``), Pod, Kueue object and non-system Namespace deleted (waited
+        for, finalizers and all), as a test fixture of Kueue's own integration suite tears down.
+        Topogov's RBAC (``deploy/rbac.yaml``) is applied again, team namespaces included."""
         started = time.monotonic()
         admin = self.admin()
         kueue = "/apis/kueue.x-k8s.io/v1beta2"
         namespaces = [n["metadata"]["name"] for n in admin.request("GET", "/api/v1/namespaces").body["items"]]
+        # PyTorchJobs and JobSets before their Jobs and Pods, which they would make again
+        training = (
+            "kubeflow.org/v1/namespaces/{ns}/pytorchjobs",
+            "jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets",
+        )
         for ns in namespaces:
             for path in (
+                *(f"/apis/{t.format(ns=ns)}" for t in (training if self.with_training else ())),
                 f"{kueue}/namespaces/{ns}/localqueues",
                 f"/apis/batch/v1/namespaces/{ns}/jobs",
                 f"{kueue}/namespaces/{ns}/workloads",

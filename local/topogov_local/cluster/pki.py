@@ -43,6 +43,8 @@ COMPONENTS = {
     "kwok": ("kwok-controller", None),
     "kueue": ("kueue-manager", None),
     "hyperpod-operator": ("hyperpod-training-operator", None),
+    "jobset": ("jobset-manager", None),
+    "training-operator": ("training-operator", None),
 }
 _DAYS = 365
 

@@ -90,10 +90,13 @@ def run(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         labelled_by_eks=getattr(args, "labelled_by_eks", False),
         hyperpod=getattr(args, "hyperpod", False),
+        training_controllers=not getattr(args, "no_training_controllers", False),
     )
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO")  # read when the Logger is created
     starting = "Starting the local stack (moto + `cdk deploy` of the app, etcd, Kubernetes, Kueue, KWOK) ..."
     print(starting, flush=True)
+    if options.training_controllers:
+        print("  with JobSet and the training operator (PyTorchJobs and JobSets run too)", flush=True)
     if not assembled():
         print("(the app is new or changed here: `cdk synth` first, 20 s to a minute)", flush=True)
     # A signal unwinds whatever runs now (a walkthrough step, a pass): the stack stops in `finally`,
