@@ -271,3 +271,50 @@ def test_group_placements_caught_up_after_each_admission_and_finish_equal_a_fres
         if step % 20 == 19:
             assert group_answers(live) == group_answers(fresh(nodes, pods, applied))
             assert group_answers(live.copy()) == group_answers(fresh(nodes, pods, applied))
+
+
+# --- a group in the cluster: flavors together ---------------------------------------------------------
+
+
+def group_cluster(nodes: list[Node], gpu_quota: int, gpu: str = GPU):
+    from topogov.domain.kueue_model import (
+        Cluster,
+        ClusterQueue,
+        FlavorQuotas,
+        ResourceGroup,
+        ResourceQuota,
+        Topology,
+    )
+
+    quotas = {"cpu": ResourceQuota(1_000_000), gpu: ResourceQuota(gpu_quota)}
+    queue = ClusterQueue("q", (ResourceGroup(("cpu", gpu), (FlavorQuotas("f", quotas),)),))
+    return Cluster(
+        nodes=nodes,
+        flavors=[ResourceFlavor("f", {}, "default")],
+        topologies=[Topology("default", THREE)],
+        cluster_queues=[queue],
+    )
+
+
+def group_workload(name: str, created: float, *pod_sets: tuple[str, int, int]):
+    from topogov.domain.kueue_model import PodSet, Workload
+
+    tr = TR(required=RACK, group="g")
+    return Workload(
+        name, "q", tuple(PodSet(n, {"cpu": 1000, GPU: g}, ps, tr) for ps, n, g in pod_sets), created=created
+    )
+
+
+def test_a_group_short_of_quota_is_reported_for_each_member_with_the_groups_total():
+    """Kueue v0.17.0 assigns a group's flavors once, for the sum of its pod sets' requests, and gives
+    each member the result (``assignFlavors``): the message names both, with the total (as the real
+    Kueue wrote it in tests/integration/test_kueue_model_vs_kueue.py, scenario "groups")."""
+    cluster = group_cluster([host("b1", "r1", f"x{i}", 64, 8) for i in range(4)], 16)
+    cluster.submit(group_workload("g", 1.0, ("master", 1, 8), ("worker", 3, 8)))
+    cluster.settle(1.0)
+    part = (
+        "insufficient quota for example.com/gpu in flavor f, previously considered podsets requests (0) + "
+        "current podset request (32) > maximum capacity (16)"
+    )
+    want = [f"couldn't assign flavors to pod set {ps}: {part}" for ps in ("master", "worker")]
+    assert cluster.pending()["g"].message == "; ".join(want)

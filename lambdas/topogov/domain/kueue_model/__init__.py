@@ -35,16 +35,16 @@ Covered
     Node eligibility, taints/tolerations, ``nodeSelector``, free capacity (allocatable − assigned TAS
     usage − non-TAS pods, and ``pods``); BestFit/LeastFreeCapacity placement, level choice, preferred
     going up, descent with pooled children; the "as if empty" re-run; Kueue's failure messages word for
-    word. Pod-set groups (a leader and its workers placed as one, ``podSetGroupName``: :mod:`.groups`),
-    v0.17.0's two faults included (a group counted as fitting where it does not, or optimised onto a
-    host without room for its leader, is admitted with no domain: fixed in later releases). Quota
-    per flavor and resource with borrowing and lending limits in a flat cohort; flavor order,
-    fungibility, the flavor attempt carried between cycles. Classical preemption
+    word. Pod-set groups (a leader and its workers given flavors together and placed as one,
+    ``podSetGroupName``: :mod:`.groups`), v0.17.0's two faults included (a group counted as fitting
+    where it does not, or optimised onto a host without room for its leader, is admitted with no domain:
+    fixed in later releases). Quota per flavor and resource with borrowing and lending limits in a flat
+    cohort; flavor order, fungibility, the flavor attempt carried between cycles. Classical preemption
     (``withinClusterQueue`` Never/LowerPriority/LowerOrNewerEqualPriority, ``reclaimWithinCohort``
-    Never/LowerPriority/Any, ``borrowWithinCohort`` with its threshold), candidate order and the
-    minimal set; fair-sharing ordering and preemption (flat cohorts). BestEffortFIFO heads, the
-    entry order, reservations of waiting preemptors, skips; inadmissible requeue on finish, delete,
-    eviction, node change; ``stopPolicy`` Hold/HoldAndDrain; pending messages as Kueue writes them.
+    Never/LowerPriority/Any, ``borrowWithinCohort`` with its threshold), candidate order and the minimal
+    set; fair-sharing ordering and preemption (flat cohorts). BestEffortFIFO heads, the entry order,
+    reservations of waiting preemptors, skips; inadmissible requeue on finish, delete, eviction, node
+    change; ``stopPolicy`` Hold/HoldAndDrain; pending messages as Kueue writes them.
 
 Out of scope (Kueue does them; the model does not)
     Admission checks and ProvisioningRequests, MultiKueue, partial admission (``minCount``), pod-set
