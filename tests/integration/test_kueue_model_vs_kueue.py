@@ -39,7 +39,7 @@ import datetime as dt
 import json
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -409,6 +409,14 @@ class RealCluster:
             )
         for n in s.nodes:
             self._ok("POST", "/api/v1/nodes", _node_object(n))
+
+        def nodes_ready() -> int:
+            nodes = self._ok("GET", "/api/v1/nodes")["items"]
+            return sum(any(c["type"] == "Ready" and c["status"] == "True" for c in _conds(n)) for n in nodes)
+
+        # pods only once their nodes are ready: a pod bound to a node KWOK does not manage yet stays
+        # Pending (seen: the pods on the two nodes made last)
+        self._wait(lambda: nodes_ready() == len(s.nodes), "nodes ready")
         for p in s.non_tas_pods:
             res = _resources(dict(p.requests))
             pod = {
@@ -423,19 +431,25 @@ class RealCluster:
                 },
             }
             self._ok("POST", "/api/v1/namespaces/default/pods", pod)
-        deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while time.monotonic() < deadline:
-            nodes = self._ok("GET", "/api/v1/nodes")["items"]
-            ready = sum(any(c["type"] == "Ready" and c["status"] == "True" for c in _conds(n)) for n in nodes)
-            cqs = [self._ok("GET", f"{K2}/clusterqueues/{q.name}") for q in s.queues]
-            active = all(any(c["type"] == "Active" and c["status"] == "True" for c in _conds(c)) for c in cqs)
+
+        def running() -> int:
             pods = self._ok("GET", "/api/v1/namespaces/default/pods")["items"]
-            running = sum(p.get("status", {}).get("phase") == "Running" for p in pods)
-            if ready == len(s.nodes) and active and running == len(s.non_tas_pods):
-                time.sleep(QUIET_S)  # Kueue's TAS cache follows node and pod events asynchronously
-                return
+            return sum(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+        def active() -> bool:
+            cqs = [self._ok("GET", f"{K2}/clusterqueues/{q.name}") for q in s.queues]
+            return all(any(c["type"] == "Active" and c["status"] == "True" for c in _conds(c)) for c in cqs)
+
+        self._wait(lambda: running() == len(s.non_tas_pods), "non-TAS pods running")
+        self._wait(active, "ClusterQueues active")
+        time.sleep(QUIET_S)  # Kueue's TAS cache follows node and pod events asynchronously
+
+    def _wait(self, ready: Callable[[], object], what: str) -> None:
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while not ready():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the cluster did not get ready: {what}")
             time.sleep(0.2)
-        raise AssertionError("the cluster did not get ready")
 
     def submit(self, job: Job) -> Workload:
         self.jobs[job.name] = job
