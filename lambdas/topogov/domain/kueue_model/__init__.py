@@ -60,7 +60,10 @@ Checked against the real Kueue
     this model through the same events and compares admitted sets, every pod's host by completion
     index, and pending messages word for word. It found two differences: the stopped queue's message
     (``is inactive``, not ``is stopped``; fixed), and the order in which a queue that resumes admits
-    the workloads ``HoldAndDrain`` evicted and those queued meanwhile (below).
+    the workloads ``HoldAndDrain`` evicted and those queued meanwhile (below). Its pod-set groups
+    (Workloads of a leader and its workers) found two more, both fixed: a group's flavors are
+    assigned once for its pod sets together, and a group placed on no domain is not admitted (the
+    API server rejects the status).
 
 Known, documented differences (Kueue's behaviour is timing- or map-order-dependent there)
     * Ties Kueue leaves to Go map order or unstable sorts (entries of equal borrowing, priority and
@@ -69,6 +72,9 @@ Known, documented differences (Kueue's behaviour is timing- or map-order-depende
       sorted order. So is the rack of a leaf whose hostname several nodes share: Kueue files it under
       the first node its node cache's map yields, the model under the first by name
       (``topology.FlavorTree``).
+    * A pod-set group that cannot be placed fails for both pod sets with one reason; Kueue's message
+      names the one its result map yields first (``TASAssignmentsResult.Failure``: Go map order, so
+      either, and it may change from one attempt to the next), the model's the workers.
     * A group whose admission the API server rejected: Kueue's cache may still hold its quota when
       the next cycle takes its snapshot (the answer races with the cycle); the model releases it at
       once.
