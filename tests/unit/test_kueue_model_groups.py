@@ -204,9 +204,10 @@ def test_kueue_0_17_counts_a_full_node_as_room_for_the_leader_and_then_places_no
     loss the leader causes on one of its nodes, a full node's (none) included (``fillInCountsHelper``):
     a rack of two free nodes and a full one is taken to hold a leader and two workers of one node
     each. Phase 2b then runs out (``updateCountsToMinimumGeneric`` logs "unexpected
-    remainingCount") and both pod sets get an assignment of no domain, with no failure: admitted,
-    never placed. Fixed after v0.17.0 (kubernetes-sigs/kueue#10783, "Fix TAS stateWithLeader
-    aggregation for grouped podsets"; #13766 in release-0.19)."""
+    remainingCount") and both pod sets get an assignment of no domain, with no failure; the API
+    server then rejects the admission (the last test below). Fixed after v0.17.0
+    (kubernetes-sigs/kueue#10783, "Fix TAS stateWithLeader aggregation for grouped podsets"; #13766
+    in release-0.19)."""
     nodes = [host("b1", "r1", "x1", 8, 8), host("b1", "r1", "x2", 8, 8), host("b1", "r1", "x3", 8, 0)]
     tr = TR(required=BLOCK, group="g")
     out = place(nodes, THREE, TASRequest("master", 1, {GPU: 8}, tr), TASRequest("worker", 2, {GPU: 8}, tr))
@@ -219,7 +220,8 @@ def test_kueue_0_17_counts_a_full_node_as_room_for_the_leader_and_then_places_no
 def test_kueue_0_17_best_fit_may_pick_a_host_without_room_for_a_bigger_leader():
     """Kueue v0.17.0's phase 2b optimises the last domain by ``stateWithLeader`` alone
     (``findBestFitDomainBy``), so it may pick a host that cannot hold the leader; both pod sets then
-    get no domain. v0.19.2's ``findBestFitDomainBy`` skips such hosts."""
+    get no domain (and the real Kueue's admission is rejected, as above). v0.19.2's
+    ``findBestFitDomainBy`` skips such hosts."""
     nodes = [host("b1", "r10", "x0", 8, 1), host("b1", "r10", "x1", 8, 4)]
     tr = TR(required=BLOCK, group="g")
     # equal counts: the second pod set (2 GPUs) leads, the first (1 GPU) is the "workers"
@@ -271,3 +273,82 @@ def test_group_placements_caught_up_after_each_admission_and_finish_equal_a_fres
         if step % 20 == 19:
             assert group_answers(live) == group_answers(fresh(nodes, pods, applied))
             assert group_answers(live.copy()) == group_answers(fresh(nodes, pods, applied))
+
+
+# --- a group in the cluster: flavors together, admissions the API server rejects ---------------------
+
+
+def group_cluster(nodes: list[Node], gpu_quota: int, gpu: str = GPU):
+    from topogov.domain.kueue_model import (
+        Cluster,
+        ClusterQueue,
+        FlavorQuotas,
+        ResourceGroup,
+        ResourceQuota,
+        Topology,
+    )
+
+    quotas = {"cpu": ResourceQuota(1_000_000), gpu: ResourceQuota(gpu_quota)}
+    queue = ClusterQueue("q", (ResourceGroup(("cpu", gpu), (FlavorQuotas("f", quotas),)),))
+    return Cluster(
+        nodes=nodes,
+        flavors=[ResourceFlavor("f", {}, "default")],
+        topologies=[Topology("default", THREE)],
+        cluster_queues=[queue],
+    )
+
+
+def group_workload(name: str, created: float, *pod_sets: tuple[str, int, int]):
+    from topogov.domain.kueue_model import PodSet, Workload
+
+    tr = TR(required=RACK, group="g")
+    return Workload(
+        name, "q", tuple(PodSet(n, {"cpu": 1000, GPU: g}, ps, tr) for ps, n, g in pod_sets), created=created
+    )
+
+
+def test_a_group_short_of_quota_is_reported_for_each_member_with_the_groups_total():
+    """Kueue v0.17.0 assigns a group's flavors once, for the sum of its pod sets' requests, and gives
+    each member the result (``assignFlavors``): the message names both, with the total (as the real
+    Kueue wrote it in tests/integration/test_kueue_model_vs_kueue.py, scenario "groups")."""
+    cluster = group_cluster([host("b1", "r1", f"x{i}", 64, 8) for i in range(4)], 16)
+    cluster.submit(group_workload("g", 1.0, ("master", 1, 8), ("worker", 3, 8)))
+    cluster.settle(1.0)
+    part = (
+        "insufficient quota for example.com/gpu in flavor f, previously considered podsets requests (0) + "
+        "current podset request (32) > maximum capacity (16)"
+    )
+    want = [f"couldn't assign flavors to pod set {ps}: {part}" for ps in ("master", "worker")]
+    assert cluster.pending()["g"].message == "; ".join(want)
+
+
+def test_a_group_placed_on_no_domain_is_rejected_retried_and_lets_the_queue_behind_it_through():
+    """The full-node fault in the cluster: the scheduler admits the group on no domain, the API server
+    rejects the status (the CRD requires ``slices``), and the group stays without a status, retried
+    in every cycle; a Job behind it in its queue is admitted in the cycle the group's admission is in
+    flight; once that Job takes the two free hosts the group simply does not fit; when another rack
+    frees up it is placed there. As the real Kueue v0.17.0 did (the integration scenario "groups")."""
+    from topogov.domain.kueue_model import PodSet, Workload
+
+    nodes = [host("b1", "r1", f"x{i}", 64, 8) for i in (1, 2)] + [host("b1", "r1", "x3", 64, 0)]
+    nodes += [host("b1", "r2", f"y{i}", 64, 8) for i in (1, 2, 3)]
+    cluster = group_cluster(nodes, 1000)
+    tr = TR(required=RACK)
+    cluster.submit(Workload("busy", "q", (PodSet(3, {"cpu": 1000, GPU: 8}, "main", tr),), created=0.0))
+    cluster.settle(0.0)
+    assert set(cluster.admitted()) == {"busy"}
+    cluster.submit(group_workload("g", 1.0, ("master", 1, 8), ("worker", 2, 8)))
+    cluster.settle(1.0)  # returns: a rejection repeated on an unchanged cluster is settled
+    pending = cluster.pending()["g"]
+    assert (pending.rejected, pending.reason, pending.message) == (True, "", "")
+    assert not cluster.has_heads()
+    cluster.submit(Workload("after", "q", (PodSet(2, {"cpu": 1000, GPU: 8}, "main", tr),), created=2.0))
+    cluster.settle(2.0)
+    assert cluster.admitted()["after"].pod_sets[0].pods == ("x1", "x2")
+    pending = cluster.pending()["g"]
+    assert not pending.rejected and "doesn't allow to fit any of 2 pod(s)" in pending.message
+    cluster.finish("busy", 3.0)
+    cluster.settle(3.0)
+    placed = cluster.admitted()["g"]
+    assert [ps.pods for ps in placed.pod_sets] == [("y1",), ("y2", "y3")]
+    assert not cluster.pending()

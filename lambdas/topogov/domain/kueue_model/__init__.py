@@ -35,16 +35,18 @@ Covered
     Node eligibility, taints/tolerations, ``nodeSelector``, free capacity (allocatable − assigned TAS
     usage − non-TAS pods, and ``pods``); BestFit/LeastFreeCapacity placement, level choice, preferred
     going up, descent with pooled children; the "as if empty" re-run; Kueue's failure messages word for
-    word. Pod-set groups (a leader and its workers placed as one, ``podSetGroupName``: :mod:`.groups`),
-    v0.17.0's two faults included (a group counted as fitting where it does not, or optimised onto a
-    host without room for its leader, is admitted with no domain: fixed in later releases). Quota
-    per flavor and resource with borrowing and lending limits in a flat cohort; flavor order,
-    fungibility, the flavor attempt carried between cycles. Classical preemption
-    (``withinClusterQueue`` Never/LowerPriority/LowerOrNewerEqualPriority, ``reclaimWithinCohort``
-    Never/LowerPriority/Any, ``borrowWithinCohort`` with its threshold), candidate order and the
-    minimal set; fair-sharing ordering and preemption (flat cohorts). BestEffortFIFO heads, the
-    entry order, reservations of waiting preemptors, skips; inadmissible requeue on finish, delete,
-    eviction, node change; ``stopPolicy`` Hold/HoldAndDrain; pending messages as Kueue writes them.
+    word. Pod-set groups (a leader and its workers given flavors together and placed as one,
+    ``podSetGroupName``: :mod:`.groups`), v0.17.0's two faults included (a group counted as fitting
+    where it does not, or optimised onto a host without room for its leader, is placed on no domain:
+    fixed in later releases), and what follows: the API server rejects that admission and Kueue retries
+    it in every cycle (:mod:`.simulator`, "Admissions the API server rejects"). Quota per flavor and
+    resource with borrowing and lending limits in a flat cohort; flavor order, fungibility, the flavor
+    attempt carried between cycles. Classical preemption (``withinClusterQueue``
+    Never/LowerPriority/LowerOrNewerEqualPriority, ``reclaimWithinCohort`` Never/LowerPriority/Any,
+    ``borrowWithinCohort`` with its threshold), candidate order and the minimal set; fair-sharing
+    ordering and preemption (flat cohorts). BestEffortFIFO heads, the entry order, reservations of
+    waiting preemptors, skips; inadmissible requeue on finish, delete, eviction, node change;
+    ``stopPolicy`` Hold/HoldAndDrain; pending messages as Kueue writes them.
 
 Out of scope (Kueue does them; the model does not)
     Admission checks and ProvisioningRequests, MultiKueue, partial admission (``minCount``), pod-set
@@ -58,7 +60,10 @@ Checked against the real Kueue
     this model through the same events and compares admitted sets, every pod's host by completion
     index, and pending messages word for word. It found two differences: the stopped queue's message
     (``is inactive``, not ``is stopped``; fixed), and the order in which a queue that resumes admits
-    the workloads ``HoldAndDrain`` evicted and those queued meanwhile (below).
+    the workloads ``HoldAndDrain`` evicted and those queued meanwhile (below). Its pod-set groups
+    (Workloads of a leader and its workers) found two more, both fixed: a group's flavors are
+    assigned once for its pod sets together, and a group placed on no domain is not admitted (the
+    API server rejects the status).
 
 Known, documented differences (Kueue's behaviour is timing- or map-order-dependent there)
     * Ties Kueue leaves to Go map order or unstable sorts (entries of equal borrowing, priority and
@@ -67,6 +72,12 @@ Known, documented differences (Kueue's behaviour is timing- or map-order-depende
       sorted order. So is the rack of a leaf whose hostname several nodes share: Kueue files it under
       the first node its node cache's map yields, the model under the first by name
       (``topology.FlavorTree``).
+    * A pod-set group that cannot be placed fails for both pod sets with one reason; Kueue's message
+      names the one its result map yields first (``TASAssignmentsResult.Failure``: Go map order, so
+      either, and it may change from one attempt to the next), the model's the workers.
+    * A group whose admission the API server rejected: Kueue's cache may still hold its quota when
+      the next cycle takes its snapshot (the answer races with the cycle); the model releases it at
+      once.
     * Kueue builds a fresh ``workload.Info`` when it observes its own status update of a pending
       workload, which can drop the flavor attempt state (``LastAssignment``) before the next cycle;
       the model keeps it, as the scheduler's own requeue does. With one flavor per queue there is no

@@ -14,6 +14,14 @@ Per pod set and resource group (``assignFlavors``, ``findFlavorForPodSets``)
     flavor ``shouldTryNextFlavor`` rejects (v0.17 defaults ``whenCanBorrow: MayStopSearch``,
     ``whenCanPreempt: TryNextFlavor``), else the best by ``isPreferred`` (BorrowingOverPreemption).
 
+Pod-set groups (``podSetGroupName``)
+    The pod sets of one group get their flavors together: the search runs once for the sum of their
+    requests, every member must match the flavor, and each member gets the group's flavors (the same
+    records) and reasons. So a group short of quota is reported for each member with the group's
+    total ("couldn't assign flavors to pod set master: insufficient quota ... current podset request
+    (32) ...; couldn't assign flavors to pod set worker: ..."), and the assignment lists the pod sets
+    group by group.
+
 Topology (the TopologyAwareScheduling branch of ``assignFlavors``)
     Only once quota gives Fit is placement computed; a placement failure turns the pod set to
     Preempt with the TAS reason. A Preempt assignment is placed again as if the flavor ran no TAS
@@ -263,13 +271,15 @@ def _find_flavor(
     cq: ClusterQueue,
     wl: Workload,
     ps_index: int,
-    ps: PodSet,
+    pod_sets: Sequence[PodSet],
     requests: Mapping[str, int],
     resource: str,
     assigned: Mapping[FR, int],
     last: Sequence[Mapping[str, int]] | None,
 ) -> tuple[dict[str, FlavorChoice] | None, list[str]]:
-    """``findFlavorForPodSets``: the flavors of ``resource``'s group and, unless they fit, the reasons."""
+    """``findFlavorForPodSets``: the flavors of ``resource``'s group and, unless they fit, the reasons,
+    for ``pod_sets`` (one, or a pod-set group's) asking ``requests`` together; ``ps_index`` is the
+    first one's index (the flavor-attempt state read is its own: ``psIDs[0]``)."""
     rg = cq.group_of(resource)
     if rg is None:
         return None, [f"resource {resource} unavailable in ClusterQueue"]
@@ -284,7 +294,7 @@ def _find_flavor(
     for idx in range(start, len(rg.flavors)):
         attempted = idx
         flavor = rg.flavors[idx].name
-        problem = _check_flavor(ctx, cq, ps, flavor, rg)
+        problem = next((m for ps in pod_sets if (m := _check_flavor(ctx, cq, ps, flavor, rg))), "")
         if problem:
             reasons.append(problem)
             continue
@@ -311,6 +321,16 @@ def _find_flavor(
     return best, ([] if best_mode[0] == FIT else reasons)
 
 
+def _flavor_groups(wl: Workload) -> list[list[int]]:
+    """The pod sets' indices by pod-set group (``podSetGroupName``), groups in the order they first
+    appear, a pod set of none alone (``orderedgroups`` keyed by the group name or the index)."""
+    groups: dict[str, list[int]] = {}
+    for i, ps in enumerate(wl.pod_sets):
+        group = ps.topology.group if ps.topology is not None else None
+        groups.setdefault(group if group is not None else f"#{i}", []).append(i)
+    return list(groups.values())
+
+
 def assign(
     ctx: AssignContext,
     wl: Workload,
@@ -321,32 +341,46 @@ def assign(
     """``FlavorAssigner.Assign`` (no partial admission): flavors by quota, then topology. One piece on
     purpose: it follows upstream's function step by step, so that it reads beside it."""
     out = Assignment(generation=generation)
-    for i, ps in enumerate(wl.pod_sets):
-        requests = ps.total()
-        if cq.group_of(PODS) is not None:
-            requests[PODS] = ps.count
-        choice = PodSetChoice(ps.name, ps.count, requests)
+    for ids in _flavor_groups(wl):
+        members = [wl.pod_sets[i] for i in ids]
+        per_pod_set = []
+        for ps in members:
+            requests = ps.total()
+            if cq.group_of(PODS) is not None:
+                requests[PODS] = ps.count
+            per_pod_set.append(requests)
+        together: dict[str, int] = {}
+        for requests in per_pod_set:
+            for name, value in requests.items():
+                together[name] = together.get(name, 0) + value
         group: dict[str, FlavorChoice] | None = {}
-        for name in sorted(requests):
-            if requests[name] == 0 and cq.group_of(name) is None:
+        reasons: list[str] = []
+        for name in sorted(together):
+            if together[name] == 0 and cq.group_of(name) is None:
                 continue
             if group is not None and name in group:
                 continue
-            flavors, reasons = _find_flavor(ctx, cq, wl, i, ps, requests, name, out.quota, last)
-            if not flavors and requests:
-                group, choice.reasons = None, reasons
+            flavors, why = _find_flavor(ctx, cq, wl, ids[0], members, together, name, out.quota, last)
+            if not flavors and together:
+                group, reasons = None, why
                 break
             assert group is not None and flavors is not None
             group.update(flavors)
-            choice.reasons.extend(reasons)
-        choice.flavors = {r: f for r, f in (group or {}).items() if r in requests}
-        out.pod_sets.append(choice)
-        out.last_tried.append({r: f.tried for r, f in choice.flavors.items()})
-        for r, f in choice.flavors.items():
-            out.borrowing = max(out.borrowing, f.borrow)
-            fr = (f.flavor, r)
-            out.quota[fr] = out.quota.get(fr, 0) + requests[r]
-        if requests and not choice.flavors:
+            reasons.extend(why)
+        failed = False
+        for ps, requests in zip(members, per_pod_set, strict=True):
+            # each member gets the group's status and the same flavor records (Kueue shares the
+            # *FlavorAssignment pointers: a mode changed later changes every member's)
+            choice = PodSetChoice(ps.name, ps.count, requests, reasons=list(reasons))
+            choice.flavors = {r: f for r, f in (group or {}).items() if r in requests}
+            out.pod_sets.append(choice)
+            out.last_tried.append({r: f.tried for r, f in choice.flavors.items()})
+            for r, f in choice.flavors.items():
+                out.borrowing = max(out.borrowing, f.borrow)
+                fr = (f.flavor, r)
+                out.quota[fr] = out.quota.get(fr, 0) + requests[r]
+            failed |= bool(requests) and not choice.flavors
+        if failed:
             return out
     out.forced_mode = out.mode()  # RepresentativeMode caches its first answer
     if out.forced_mode == MODE_NO_FIT:
@@ -385,8 +419,15 @@ def topology_requests(
 ) -> dict[str, list[TASRequest]]:
     """``Assignment.WorkloadsTopologyRequests``: per TAS flavor, the pod sets still to place."""
     result: dict[str, list[TASRequest]] = {}
-    for ps, choice in zip(wl.pod_sets, out.pod_sets, strict=False):
-        if not tas_requested(ps, cq, ctx.trees) or choice.error or choice.topology is not None:
+    choices = {choice.name: choice for choice in out.pod_sets}
+    for ps in wl.pod_sets:
+        choice = choices.get(ps.name)  # podSetAssignmentByName
+        if (
+            choice is None
+            or not tas_requested(ps, cq, ctx.trees)
+            or choice.error
+            or choice.topology is not None
+        ):
             continue
         tas_flavors = sorted({f.flavor for f in choice.flavors.values() if f.flavor in ctx.trees})
         if not [n for n in cq.flavor_names() if n in ctx.trees]:

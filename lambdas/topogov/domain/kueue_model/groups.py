@@ -28,6 +28,9 @@ Phase 2b (``updateCountsToMinimumGeneric``, ``consumeWithLeadersGeneric``)
     Level by level down to the leaves, the chosen domains' children (``sortedDomains``) are consumed
     while a leader remains with ``stateWithLeader``, then with ``state``, BestFit optimising the last;
     the leaves then give the leader's assignment (those with ``leaderState``) and the workers'.
+    Where v0.17.0 errs (phase 1 counting a full node as room for the leader, or the best fit picking
+    a host without room for it) this runs out: both pod sets get an assignment of no domain and no
+    failure, the scheduler admits the group and the API server rejects it (:mod:`.simulator`).
 
 Domains here are mutable records, changed in place exactly where Kueue changes its ``domain``
 structs (the choice of one phase reads what the phase before changed).

@@ -29,6 +29,20 @@ Evictions
     drained carry ``Requeued=False`` and return, once it restarts, with the inadmissible requeue,
     after the heads already queued (in Kueue a race with the workload controller, usually won so).
 
+Admissions the API server rejects
+    Kueue v0.17.0 may place a pod-set group on no domain at all (its two faults, :mod:`.groups`). The
+    scheduler admits it, but the Workload CRD requires a topology assignment's ``slices`` and the
+    status patch fails (``Scheduler.admit``: "Could not admit Workload and assign flavors in
+    apiserver"): the cache forgets the workload, its ClusterQueue's generation grows, and it is
+    requeued at once (``FailedAfterNomination``), its status untouched (none, for a new workload). It
+    misses the next cycle (its admission is in flight when that cycle takes its heads, so the
+    workloads behind it in its queue are tried), then it heads its queue again: Kueue retries it in
+    every cycle until the cluster changes so that it is placed, which may be never. The model does the
+    same and counts it as settled once rejected twice in a row since the snapshot last changed
+    (:meth:`Cluster.has_heads`); :meth:`Cluster.pending` marks it ``rejected``. In Kueue the cache may
+    still hold the rejected workload's quota when the next cycle takes its snapshot (the API server's
+    answer races with it); the model releases it at once.
+
 Time is an input: ``submit`` takes the workload's creation time, the other events and cycles a ``now``
 (seconds); nothing here reads a clock.
 """
@@ -60,12 +74,15 @@ REQUEUE_BATCH_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """A pending workload: ``QuotaReserved=False`` with this reason and message."""
+    """A pending workload: ``QuotaReserved=False`` with this reason and message (both empty if it has
+    no such condition yet). ``rejected``: its last admission was rejected by the API server (a pod set
+    placed on no domain, see the module docstring), so it keeps the status it had and is retried."""
 
     name: str
     cluster_queue: str
     reason: str
     message: str
+    rejected: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +114,7 @@ class _Record:
     last_tried: tuple[Mapping[str, int], ...] | None = None
     last_generation: int = 0
     requeued: bool = True  # the Requeued condition is not False
+    rejected: tuple[int, int] | None = None  # (the cluster's changes, rejections in a row at them)
 
     def copy(self) -> _Record:
         return _Record(
@@ -107,6 +125,7 @@ class _Record:
             self.last_tried,
             self.last_generation,
             self.requeued,
+            self.rejected,
         )
 
 
@@ -118,10 +137,17 @@ class _Queue:
     generation: int = 0
     heads: int = 0  # how many names are in the heap
     parked: dict[str, None] = field(default_factory=dict)  # the inadmissible names
+    rejected: dict[str, None] = field(default_factory=dict)  # rejected last cycle, back after the next
 
     def copy(self) -> _Queue:
         return _Queue(
-            list(self.heap), dict(self.where), self.sticky, self.generation, self.heads, dict(self.parked)
+            list(self.heap),
+            dict(self.where),
+            self.sticky,
+            self.generation,
+            self.heads,
+            dict(self.parked),
+            dict(self.rejected),
         )
 
     def reorder(self, workloads: Mapping[str, Workload]) -> None:
@@ -169,6 +195,7 @@ class _Queue:
 
     def drop(self, name: str) -> None:
         self._move(name, None)
+        self.rejected.pop(name, None)
         if self.sticky == name:
             self.sticky = ""
 
@@ -217,6 +244,8 @@ class Cluster:
         self._owned: set[str] = set()  # the records this cluster may change (not shared by a copy)
         self.requeue_batch_s = requeue_batch_s
         self._requeue_due: dict[str, float] = {}  # ClusterQueue -> when its inadmissible move back
+        self.changes = 0  # how many times the snapshot changed (a rejection repeats until it does)
+        self._rejecting: set[str] = set()  # the records whose last admission was rejected
 
     def copy(self) -> Cluster:
         """The cluster as it is now, to advance on its own (one forecast of many from one state):
@@ -230,7 +259,16 @@ class Cluster:
         # records are shared until one side changes one (:meth:`_own`): a forecast changes few
         other.records, other._owned, self._owned = dict(self.records), set(), set()
         other._requeue_due = dict(self._requeue_due)
+        other._rejecting = set(self._rejecting)
         return other
+
+    def _changed(self, cq: str | None = None) -> None:
+        """The snapshot changed: in ``cq``'s admitted workloads, or anywhere (None)."""
+        self.changes += 1
+        if cq is None:
+            self.nominations.clear()
+        else:
+            self.nominations.changed(cq)
 
     def _own(self, name: str) -> _Record:
         """The record of ``name``, to change: copied first if a copy of the cluster may share it."""
@@ -264,7 +302,7 @@ class Cluster:
         """A node or non-TAS pod changed: new trees with the admitted usage, and every active queue's
         inadmissible workloads retried (TAS ``rfReconciler``: ``NotifyRetryInadmissible``)."""
         self.snapshot.trees = self._trees()
-        self.nominations.clear()
+        self._changed()
         for adm in self.snapshot.all_admitted():
             for flavor, usage in adm.tas.items():
                 if flavor in self.snapshot.trees:
@@ -307,7 +345,7 @@ class Cluster:
         self.records[wl.name] = _Record(wl, admitted)
         self._owned.add(wl.name)
         self.snapshot.add(admitted)
-        self.nominations.changed(wl.cluster_queue)
+        self._changed(wl.cluster_queue)
         return admitted
 
     def finish(self, name: str, now: float) -> None:
@@ -321,11 +359,12 @@ class Cluster:
     def _delete(self, name: str, now: float) -> None:
         rec = self.records.pop(name)
         self._owned.discard(name)
+        self._rejecting.discard(name)
         cq = rec.workload.cluster_queue
         if rec.admitted is not None:
             self.snapshot.remove(rec.admitted)
             self.queues[cq].generation += 1
-            self.nominations.changed(cq)
+            self._changed(cq)
         self.queues[cq].drop(name)
         self._notify(cq, now)
 
@@ -333,7 +372,7 @@ class Cluster:
         """Change a ClusterQueue's ``stopPolicy``; ``HoldAndDrain`` evicts its admitted workloads."""
         queue = dataclasses.replace(self.snapshot.queues[cq], stop_policy=policy)
         self.snapshot.queues[cq] = self.snapshot.quota.queues[cq] = queue
-        self.nominations.clear()
+        self._changed()
         evicted = []
         if policy == "None":
             # the workload controller sets Requeued=True on workloads the stop evicted
@@ -366,7 +405,7 @@ class Cluster:
         assert rec.admitted is not None
         cq = rec.admitted.cluster_queue
         self.snapshot.remove(rec.admitted)
-        self.nominations.changed(cq)
+        self._changed(cq)
         rec.admitted, rec.requeued, rec.last_tried = None, requeued, None
         queue = self.queues[cq]
         queue.generation += 1
@@ -405,6 +444,10 @@ class Cluster:
                 heads.append(
                     (Head(rec.workload, rec.last_tried, rec.last_generation), self.queues[name].generation)
                 )
+        for queue in self.queues.values():  # rejected in the last cycle: back for the next one
+            if queue.rejected:
+                queue.push_all([self.records[n].workload for n in queue.rejected])
+                queue.rejected.clear()
         result = CycleResult()
         if not heads:
             return result
@@ -412,11 +455,25 @@ class Cluster:
         for e in outcome.entries:
             rec = self._own(e.workload.name)
             queue = self.queues[e.cq.name]
+            if e.status == "assumed" and e.admitted is not None and api_rejects(e.admitted):
+                # the status patch fails: the cache forgets the workload (``forgetWorkload`` grows the
+                # queue's generation) and it is requeued at once, its status as it was
+                rec.last_tried, rec.last_generation = e.last_tried, e.assignment.generation
+                before = rec.rejected
+                rec.rejected = (self.changes, before[1] + 1 if before and before[0] == self.changes else 1)
+                self._rejecting.add(rec.workload.name)
+                queue.generation += 1
+                queue.rejected[rec.workload.name] = None
+                pending = Pending(rec.workload.name, e.cq.name, rec.reason, rec.message, True)
+                result.pending.append(pending)
+                continue
+            rec.rejected = None
+            self._rejecting.discard(rec.workload.name)
             if e.status == "assumed":
                 assert e.admitted is not None
                 rec.admitted, rec.reason, rec.message, rec.last_tried = e.admitted, "", "", None
                 self.snapshot.add(e.admitted)
-                self.nominations.changed(e.cq.name)
+                self._changed(e.cq.name)
                 queue.drop(rec.workload.name)
                 result.admitted.append(e.admitted)
                 continue
@@ -453,8 +510,26 @@ class Cluster:
         return result
 
     def has_heads(self) -> bool:
-        """Whether an active queue has a workload to offer the next cycle."""
-        return any(self.queues[n].has_heads() for n in self.snapshot.active)
+        """Whether an active queue has a workload to offer the next cycle, not counting workloads
+        rejected twice in a row since the snapshot last changed: Kueue retries them in every cycle,
+        but they would be rejected again (the second attempt had no flavor-attempt state left)."""
+        for n in self.snapshot.active:
+            queue = self.queues[n]
+            offered = queue.heads + len(queue.rejected)
+            if offered and self._rejecting:
+                offered -= sum(
+                    1
+                    for name in self._rejecting
+                    if (queue.where.get(name) == "heap" or name in queue.rejected) and self._spinning(name)
+                )
+            if offered > 0:
+                return True
+        return False
+
+    def _spinning(self, name: str) -> bool:
+        """Rejected twice in a row since the snapshot last changed."""
+        rejection = self.records[name].rejected
+        return rejection is not None and rejection[0] == self.changes and rejection[1] >= 2
 
     def fire_requeues(self, now: float | None = None) -> bool:
         """Move back the inadmissible workloads whose requeue is due by ``now`` (all when None)."""
@@ -494,10 +569,18 @@ class Cluster:
 
     def pending(self) -> dict[str, Pending]:
         return {
-            n: Pending(n, r.workload.cluster_queue, r.reason, r.message)
+            n: Pending(n, r.workload.cluster_queue, r.reason, r.message, r.rejected is not None)
             for n, r in sorted(self.records.items())
             if r.admitted is None
         }
+
+
+def api_rejects(admitted: Admitted) -> bool:
+    """Whether the API server rejects this admission: a pod set placed on no domain. Kueue v0.17.0
+    writes such a ``topologyAssignment`` with no slice (``singleCompactSliceEncoding``: an empty
+    list, which ``omitempty`` leaves out) and the Workload CRD requires ``slices``: "Workload ... is
+    invalid: [status.admission.podSetAssignments[0].topologyAssignment.slices: Required value, ...]"."""
+    return any(ps.topology is not None and not ps.topology.domains for ps in admitted.pod_sets)
 
 
 def _path(snap: Snapshot, cq: str) -> str:
