@@ -37,7 +37,11 @@ Covered
     going up, descent with pooled children; the "as if empty" re-run; Kueue's failure messages word for
     word. Pod-set groups (a leader and its workers placed as one, ``podSetGroupName``: :mod:`.groups`),
     v0.17.0's two faults included (a group counted as fitting where it does not, or optimised onto a
-    host without room for its leader, is admitted with no domain: fixed in later releases). Quota
+    host without room for its leader, is admitted with no domain: fixed in later releases). Pod-set
+    slices (``podset-slice-required-topology`` and ``podset-slice-size``: every slice of that many
+    consecutive pods in one domain of the slice level, :func:`.tas.find_slice_assignment`), alone or
+    beside required or preferred, with Kueue's slice messages; a pod count that is no multiple of the
+    slice size places whole slices only, as v0.17.0 does (the rest get no domain in the assignment). Quota
     per flavor and resource with borrowing and lending limits in a flat cohort; flavor order,
     fungibility, the flavor attempt carried between cycles. Classical preemption
     (``withinClusterQueue`` Never/LowerPriority/LowerOrNewerEqualPriority, ``reclaimWithinCohort``
@@ -47,8 +51,9 @@ Covered
     eviction, node change; ``stopPolicy`` Hold/HoldAndDrain; pending messages as Kueue writes them.
 
 Out of scope (Kueue does them; the model does not)
-    Admission checks and ProvisioningRequests, MultiKueue, partial admission (``minCount``), pod-set
-    slices and multi-layer slices, balanced placement, elastic workloads,
+    Admission checks and ProvisioningRequests, MultiKueue, partial admission (``minCount``),
+    multi-layer slices (``TASMultiLayerTopology``, off), a pod-set group with slices (the job
+    webhooks refuse it; the model refuses it too), balanced placement, elastic workloads,
     ``waitForPodsReady`` and requeue backoff, node-failure replacement, StrictFIFO, hierarchical cohorts
     and Cohort-level quota, admission fair sharing, node affinity (only ``nodeSelector``), flavor
     ``nodeTaints``, resource transformations, DRA, LimitRanges, reclaimable pods.
