@@ -180,9 +180,9 @@ def test_a_slice_of_one_on_the_lowest_level_places_as_no_slices():
 
 def test_a_count_not_a_multiple_of_the_slice_size_places_whole_slices_only():
     """Given 5 pods in slices of 2 (Kueue's job webhook checks only that a slice is no larger than the
-    pod set), then Kueue v0.17.0 places ``5 // 2`` slices, 4 pods, and admits the pod set so: the fifth
-    pod has no domain (its rank is past ``rankToDomainID``'s end in the ungater). The model does the
-    same."""
+    pod set), then Kueue v0.17.0 places ``5 // 2`` slices, 4 pods, and admits the pod set so (its
+    ungater then panics on the fifth pod's rank and releases none: the slices integration test). The
+    model places the same 4."""
     nodes = hosts_of("b1", "r1", ("x1", 4), ("x2", 4))
     got = find_assignment(tree(nodes), TASRequest("main", 5, CPU1, slices(HOSTNAME, 2, required=RACK)))
     assert got.failure == "" and got.assignment is not None

@@ -41,7 +41,8 @@ Covered
     slices (``podset-slice-required-topology`` and ``podset-slice-size``: every slice of that many
     consecutive pods in one domain of the slice level, :func:`.tas.find_slice_assignment`), alone or
     beside required or preferred, with Kueue's slice messages; a pod count that is no multiple of the
-    slice size places whole slices only, as v0.17.0 does (the rest get no domain in the assignment). Quota
+    slice size places whole slices only, as v0.17.0 does (a fault there: it admits the pod set so,
+    and its ungater, indexing past the assignment, then releases none of the pods). Quota
     per flavor and resource with borrowing and lending limits in a flat cohort; flavor order,
     fungibility, the flavor attempt carried between cycles. Classical preemption
     (``withinClusterQueue`` Never/LowerPriority/LowerOrNewerEqualPriority, ``reclaimWithinCohort``
@@ -64,6 +65,8 @@ Checked against the real Kueue
     index, and pending messages word for word. It found two differences: the stopped queue's message
     (``is inactive``, not ``is stopped``; fixed), and the order in which a queue that resumes admits
     the workloads ``HoldAndDrain`` evicted and those queued meanwhile (below).
+    ``tests/integration/test_kueue_model_slices_vs_kueue.py`` does the same with Jobs asking for
+    pod-set slices (no difference), and shows the remainder fault above.
 
 Known, documented differences (Kueue's behaviour is timing- or map-order-dependent there)
     * Ties Kueue leaves to Go map order or unstable sorts (entries of equal borrowing, priority and
