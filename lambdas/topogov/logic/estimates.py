@@ -112,6 +112,8 @@ def read_workload(obj: WorkloadView, local_queues: Mapping[str, str]) -> Read:
         wl = workload_of(obj, local_queues)
     except KeyError:
         return Read(state, None)  # not in one of the policy's queues: not Topogov's to forecast
+    except ValueError:
+        return Read(state, None)  # a pod-set group with slices: no job makes one, the model refuses it
     if state == "admitted":
         return Read(state, wl, admission_of(obj), reserved_at(obj), gpus=_gpus(wl))
     reserved = obj.condition("QuotaReserved")

@@ -39,9 +39,14 @@ Covered
     ``podSetGroupName``: :mod:`.groups`), v0.17.0's two faults included (a group counted as fitting
     where it does not, or optimised onto a host without room for its leader, is placed on no domain:
     fixed in later releases), and what follows: the API server rejects that admission and Kueue retries
-    it in every cycle (:mod:`.simulator`, "Admissions the API server rejects"). Quota per flavor and
-    resource with borrowing and lending limits in a flat cohort; flavor order, fungibility, the flavor
-    attempt carried between cycles. Classical preemption (``withinClusterQueue``
+    it in every cycle (:mod:`.simulator`, "Admissions the API server rejects"). Pod-set slices
+    (``podset-slice-required-topology`` and ``podset-slice-size``: every slice of that many
+    consecutive pods in one domain of the slice level, :func:`.tas.find_slice_assignment`), alone or
+    beside required or preferred, with Kueue's slice messages; a pod count that is no multiple of the
+    slice size places whole slices only, as v0.17.0 does (a fault there: it admits the pod set so,
+    and its ungater, indexing past the assignment, then releases none of the pods). Quota per flavor
+    and resource with borrowing and lending limits in a flat cohort; flavor order, fungibility, the
+    flavor attempt carried between cycles. Classical preemption (``withinClusterQueue``
     Never/LowerPriority/LowerOrNewerEqualPriority, ``reclaimWithinCohort`` Never/LowerPriority/Any,
     ``borrowWithinCohort`` with its threshold), candidate order and the minimal set; fair-sharing
     ordering and preemption (flat cohorts). BestEffortFIFO heads, the entry order, reservations of
@@ -49,8 +54,9 @@ Covered
     ``stopPolicy`` Hold/HoldAndDrain; pending messages as Kueue writes them.
 
 Out of scope (Kueue does them; the model does not)
-    Admission checks and ProvisioningRequests, MultiKueue, partial admission (``minCount``), pod-set
-    slices and multi-layer slices, balanced placement, elastic workloads,
+    Admission checks and ProvisioningRequests, MultiKueue, partial admission (``minCount``),
+    multi-layer slices (``TASMultiLayerTopology``, off), a pod-set group with slices (the job
+    webhooks refuse it; the model refuses it too), balanced placement, elastic workloads,
     ``waitForPodsReady`` and requeue backoff, node-failure replacement, StrictFIFO, hierarchical cohorts
     and Cohort-level quota, admission fair sharing, node affinity (only ``nodeSelector``), flavor
     ``nodeTaints``, resource transformations, DRA, LimitRanges, reclaimable pods.
@@ -63,7 +69,8 @@ Checked against the real Kueue
     the workloads ``HoldAndDrain`` evicted and those queued meanwhile (below). Its pod-set groups
     (Workloads of a leader and its workers) found two more, both fixed: a group's flavors are
     assigned once for its pod sets together, and a group placed on no domain is not admitted (the
-    API server rejects the status).
+    API server rejects the status). ``tests/integration/test_kueue_model_slices_vs_kueue.py`` does
+    the same with Jobs asking for pod-set slices (no difference), and shows the remainder fault above.
 
 Known, documented differences (Kueue's behaviour is timing- or map-order-dependent there)
     * Ties Kueue leaves to Go map order or unstable sorts (entries of equal borrowing, priority and

@@ -42,6 +42,7 @@ from topogov.domain.kueue_model.objects import (
     PodSet,
     ResourceFlavor,
     ResourceGroup,
+    TopologyRequest,
     Workload,
 )
 from topogov.domain.kueue_model.quota import FR, QuotaState
@@ -165,6 +166,21 @@ def tas_requested(ps: PodSet, cq: ClusterQueue, trees: Mapping[str, FlavorTree])
     return (ps.topology is not None and ps.topology.explicit) or tas_implied(ps, cq, trees)
 
 
+def has_level(tree: FlavorTree, tr: TopologyRequest | None) -> bool:
+    """``TASFlavorSnapshot.HasLevel``: the requested level (``levelKey``: required, preferred, the top
+    level for slices alone, the lowest for unconstrained) and the slice level (the lowest by
+    default) are the topology's."""
+    if tr is None:
+        return False
+    key = tr.required if tr.required is not None else tr.preferred
+    if key is None and tr.slice_level is not None:
+        key = tree.levels[0]
+    if key is None and tr.unconstrained:
+        key = tree.levels[-1]
+    slice_key = tr.slice_level if tr.slice_level is not None else tree.levels[-1]
+    return key is not None and key in tree.levels and slice_key in tree.levels
+
+
 def _tas_match(ps: PodSet, cq: ClusterQueue, flavor: str, rg: ResourceGroup, ctx: AssignContext) -> str:
     """``checkPodSetAndFlavorMatchForTAS``: "" when the flavor may serve the pod set."""
     rf = ctx.flavors.get(flavor)
@@ -179,13 +195,7 @@ def _tas_match(ps: PodSet, cq: ClusterQueue, flavor: str, rg: ResourceGroup, ctx
         tree = ctx.trees.get(flavor)
         if tree is None:
             return f'Flavor "{flavor}" information missing in TAS cache'
-        tr = ps.topology
-        key = (
-            None
-            if tr is None
-            else tr.required or tr.preferred or (tree.levels[-1] if tr.unconstrained else None)
-        )
-        if key is None or key not in tree.levels:
+        if not has_level(tree, ps.topology):
             return f'Flavor "{flavor}" does not contain the requested level'
         return ""
     return f'Flavor "{flavor}" supports only TopologyAwareScheduling' if has_topology else ""

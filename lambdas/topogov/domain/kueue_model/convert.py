@@ -165,14 +165,19 @@ def workload_of(obj: WorkloadView, cluster_queue_of_local: Mapping[str, str]) ->
     """A live Workload as the model's: key ``namespace/name``; its ClusterQueue from its admission, else
     from its LocalQueue (``namespace/queueName`` in ``cluster_queue_of_local``, as
     :func:`objects_of` gives it); pod sets with their template's requests, ``nodeSelector``,
-    tolerations and ``topologyRequest``; ``spec.priority``; ``metadata.creationTimestamp``. Raises
-    ``KeyError`` for a Workload whose LocalQueue is not one of the given."""
+    tolerations and ``topologyRequest`` (with its slices); ``spec.priority``;
+    ``metadata.creationTimestamp``. Raises ``KeyError`` for a Workload whose LocalQueue is not one of
+    the given, ``ValueError`` for a pod-set group with slices (:class:`~.objects.TopologyRequest`)."""
     cq = obj.admitted_queue or cluster_queue_of_local[f"{obj.namespace}/{obj.queue_name}"]
     pod_sets = []
     for ps in obj.pod_sets:
         tr = ps.topology_request
         topology = (
-            TopologyRequest(tr.required, tr.preferred, tr.unconstrained, tr.group) if tr.asked else None
+            TopologyRequest(
+                tr.required, tr.preferred, tr.unconstrained, tr.group, tr.slice_level, tr.slice_size
+            )
+            if tr.asked or tr.slices
+            else None
         )
         pod_sets.append(
             PodSet(

@@ -199,7 +199,15 @@ class ClusterQueue:
 @dataclass(frozen=True, slots=True)
 class TopologyRequest:
     """A pod set's topology annotations: ``podset-required-topology``, ``podset-preferred-topology``
-    or ``podset-unconstrained-topology: "true"`` (at most one is set)."""
+    or ``podset-unconstrained-topology: "true"`` (at most one is set), and the pod-set slices'
+    ``podset-slice-required-topology`` and ``podset-slice-size`` (``podSetSliceRequiredTopology``,
+    ``podSetSliceSize``: every ``slice_size`` consecutive pods in one domain of ``slice_level``;
+    alone, without required or preferred, they ask for the top level, ``jobframework/tas.go``).
+
+    A group with slices, or a slice size below 1, is refused (``ValueError``) as Kueue's job webhooks
+    refuse the annotations (``jobframework/tas_validation.go``, ``ValidateTASPodSetRequest``): only a
+    Workload written by hand carries them, which Kueue v0.17.0 places with a leader (a group) or
+    divides by (a size of 0), and the model does not cover."""
 
     required: str | None = None
     preferred: str | None = None
@@ -207,11 +215,29 @@ class TopologyRequest:
     # ``podSetGroupName`` (``kueue.x-k8s.io/podset-group-name``, kept only beside required or
     # preferred: ``jobframework/tas.go``): the pod sets of one workload placed as one (groups.py)
     group: str | None = None
+    slice_level: str | None = None
+    slice_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.slice_size is not None and self.slice_size < 1:
+            raise ValueError(f"podset-slice-size {self.slice_size}: must be greater than or equal to 1")
+        if self.group is not None and (self.slice_level is not None or self.slice_size is not None):
+            raise ValueError(
+                f"pod-set group {self.group!r} with slices: kueue.x-k8s.io/podset-group-name may not be set "
+                "with kueue.x-k8s.io/podset-slice-required-topology or podset-slice-size"
+            )
 
     @property
     def explicit(self) -> bool:
-        """``workload.IsExplicitlyRequestingTAS`` (``pkg/workload/workload.go``)."""
-        return self.required is not None or self.preferred is not None or self.unconstrained
+        """``workload.IsExplicitlyRequestingTAS`` (``pkg/workload/workload.go``): slices' fields
+        count."""
+        return (
+            self.required is not None
+            or self.preferred is not None
+            or self.unconstrained
+            or self.slice_level is not None
+            or self.slice_size is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,8 +27,16 @@ Failure messages are Kueue's words (``notFitMessage``, ``ExclusionStats.formatRe
 ``topology "default" allows to fit only 3 out of 4 pod(s)`` and ``... doesn't allow to fit any of 1
 pod(s). Total nodes: 4; excluded: resource "cpu": 4``. A leader and its workers placed as one
 (pod-set groups) are :mod:`.groups`'s, which also orders a workload's pod sets
-(``find_assignments``). Pod-set slices, balanced placement, node affinity and node replacement are
-out of scope (see the package docstring).
+(``find_assignments``).
+
+Pod-set slices (``podSetSliceRequiredTopology``, ``podSetSliceSize``: :func:`find_slice_assignment`)
+    Phase 1's counts, and per domain of the slice level ``pods // size`` slices, summed above it.
+    Phase 2a is the same search counted in slices, domains sorted by slices held, then pods held
+    ascending, then values; messages count slices (``allows to fit only 1 out of 2 slice(s)``).
+    Phase 2b pools children by slices down to the slice level; below it each domain's pods go to its
+    own children, the emptiest first. A request for slices alone is LeastFreeCapacity from the top
+    level. Balanced placement, multi-layer slices (both behind gates off by default), node affinity
+    and node replacement are out of scope (see the package docstring).
 """
 
 from __future__ import annotations
@@ -325,13 +333,14 @@ def _ascending_nonzero(state: list[int], hist: Mapping[int, int]) -> Iterator[in
             yield d
 
 
-def not_fit_message(tree: FlavorTree, counts: Counts, fit: int, total: int) -> str:
-    """``notFitMessage`` for pods (slice size 1)."""
+def not_fit_message(tree: FlavorTree, counts: Counts, fit: int, total: int, slice_size: int = 1) -> str:
+    """``notFitMessage``: ``fit`` out of ``total`` pods, or slices when a slice holds several pods."""
     name = tree.topology_name
+    unit = "pod" if slice_size == 1 else "slice"
     if fit == 0:
-        head = f'topology "{name}" doesn\'t allow to fit any of {total} pod(s)'
+        head = f'topology "{name}" doesn\'t allow to fit any of {total} {unit}(s)'
     else:
-        head = f'topology "{name}" allows to fit only {fit} out of {total} pod(s)'
+        head = f'topology "{name}" allows to fit only {fit} out of {total} {unit}(s)'
     return head + counts.exclusions()
 
 
@@ -397,7 +406,10 @@ def find_assignment(
     *,
     simulate_empty: bool = False,
 ) -> Placement:
-    """``findTopologyAssignment`` for one pod set (no slices, no leader)."""
+    """``findTopologyAssignment`` for one pod set (no leader); one asking for slices is placed by
+    :func:`find_slice_assignment`."""
+    if request.topology is not None and request.topology.slice_level is not None:
+        return find_slice_assignment(tree, request, assumed, simulate_empty=simulate_empty)
     key = level_key(tree, request)
     if key is None:
         return Placement(None, "topology level not specified")
@@ -423,6 +435,160 @@ def find_assignment(
     values = tree.values[-1]
     return Placement(
         TopologyAssignment(tuple(tree.levels[start:]), tuple((values[d][start:], n) for d, n in leaves))
+    )
+
+
+# -- pod-set slices ------------------------------------------------------------------------------
+def slice_states(tree: FlavorTree, counts: Counts, slice_level: int, slice_size: int) -> list[list[int]]:
+    """``fillInCountsHelper``'s ``sliceState`` of each level down to the slice level: a domain of the
+    slice level holds ``state // slice_size`` slices, one above it the sum of its children's (below
+    the slice level Kueue leaves 0, and nothing here reads it: an empty list per level)."""
+    states = counts.states
+    out: list[list[int]] = [[] for _ in states]
+    out[slice_level] = [held // slice_size for held in states[slice_level]]
+    for lvl in range(slice_level, 0, -1):
+        acc = [0] * len(states[lvl - 1])
+        for p, held in zip(tree.parent[lvl], out[lvl], strict=True):
+            acc[p] += held
+        out[lvl - 1] = acc
+    return out
+
+
+def _slice_order(domains: Iterable[int], held: Sequence[int], state: Sequence[int], lfc: bool) -> list[int]:
+    """``sortedDomains`` (and ``sortedDomainsWithLeader`` without a leader): slices held descending
+    (ascending for LeastFreeCapacity), then pods held ascending, then values."""
+    sign = 1 if lfc else -1
+    return sorted(domains, key=lambda d: (sign * held[d], state[d], d))
+
+
+def _find_slice_level(
+    tree: FlavorTree,
+    counts: Counts,
+    slices: list[list[int]],
+    level: int,
+    required: bool,
+    count: int,
+    slice_size: int,
+    lfc: bool,
+) -> tuple[int, list[int], str]:
+    """``findLevelWithFitDomains`` with slices and no leader: the level and its chosen domains, which
+    hold ``count // slice_size`` slices between them, or a failure reason counted in slices."""
+    state, held = counts.states[level], slices[level]
+    if not state:
+        return 0, [], f"no topology domains at level: {tree.levels[level]}"
+    order = _slice_order(range(len(state)), held, state, lfc)
+    need = count // slice_size
+    top = order[0]
+    if not lfc and held[top] >= need:
+        top = _best_fit(order, held, need)
+    if lfc:
+        fit = next((d for d in order if held[d] >= need), None)
+        if fit is not None:
+            return level, [fit], ""
+        if required:  # Kueue reports the last domain's pods here
+            return 0, [], not_fit_message(tree, counts, state[order[-1]], need, slice_size)
+    if held[top] >= need:
+        return level, [top], ""
+    if required:
+        return 0, [], not_fit_message(tree, counts, held[top], need, slice_size)
+    if level > 0 and not lfc:
+        return _find_slice_level(tree, counts, slices, level - 1, required, count, slice_size, lfc)
+    results, remaining = [], need
+    for idx, d in enumerate(order):
+        if remaining <= 0:
+            break
+        if not lfc and held[d] >= remaining:
+            d = _best_fit(order[idx:], held, remaining)
+        results.append(d)
+        remaining -= held[d]
+    if remaining > 0:
+        return 0, [], not_fit_message(tree, counts, need - remaining, need, slice_size)
+    return level, results, ""
+
+
+def _slice_request_checks(tree: FlavorTree, topology: TopologyRequest) -> tuple[int, int, str]:
+    """``findTopologyAssignment``'s checks before counting, in its order: (the requested level, the
+    slice level, "") or a failure reason. Without required or preferred the top level is requested
+    (``levelKey``, ``isSliceTopologyOnlyRequest``)."""
+    if topology.slice_size is None:
+        return 0, 0, "slice topology requested, but slice size not provided"
+    key = topology.required if topology.required is not None else topology.preferred
+    if key is None:
+        key = tree.levels[0]
+    if key not in tree.levels:
+        return 0, 0, f"no requested topology level: {key}"
+    if topology.slice_level not in tree.levels:
+        return 0, 0, f"no requested topology level for slices: {topology.slice_level}"
+    level, slice_level = tree.levels.index(key), tree.levels.index(topology.slice_level)
+    if level > slice_level:
+        return 0, 0, f"podset slice topology {topology.slice_level} is above the podset topology {key}"
+    return level, slice_level, ""
+
+
+def find_slice_assignment(
+    tree: FlavorTree,
+    request: TASRequest,
+    assumed: Mapping[int, Mapping[str, int]] | None = None,
+    *,
+    simulate_empty: bool = False,
+) -> Placement:
+    """``findTopologyAssignment`` for a pod set asking for slices (``podSetSliceRequiredTopology``,
+    ``podSetSliceSize``), without a leader. Counts are the pods' (:func:`counts_for`, kept per
+    question), slices are counted from them (:func:`slice_states`). Down to the slice level the chosen
+    domains' children are pooled and taken by slices (``updateCountsToMinimumGeneric`` with
+    ``slices``); from it on each domain's pods go to its own children, taken by pods in ascending
+    order of what they hold (their ``sliceState`` is 0 there, so ``sortedDomains`` sorts by ``state``).
+    A request only for slices is LeastFreeCapacity from the top level (``isUnconstrained``)."""
+    topology = request.topology
+    assert topology is not None and topology.slice_level is not None
+    if not tree.levels:
+        return Placement(None, "topology level not specified")
+    level, slice_level, reason = _slice_request_checks(tree, topology)
+    if reason:
+        return Placement(None, reason)
+    size = topology.slice_size
+    assert size is not None  # checked above
+    required = topology.required is not None
+    lfc = (
+        topology.unconstrained
+        or request.implied
+        or (topology.required is None and topology.preferred is None)
+    )
+    requests = {**request.requests, PODS: request.requests.get(PODS, 0) + 1}
+    tolerations = (*request.tolerations, *tree.tolerations)
+    counts = counts_for(tree, requests, assumed or {}, simulate_empty, tolerations, request.node_selector)
+    slices = slice_states(tree, counts, slice_level, size)
+    fit_level, domains, reason = _find_slice_level(
+        tree, counts, slices, level, required, request.count, size, lfc
+    )
+    if reason:
+        return Placement(None, reason)
+    best_fit, need = not lfc, request.count // size
+    current = [(d, n * size) for d, n in _take(domains, need, slices[fit_level], best_fit)]
+    for lvl in range(fit_level, slice_level):
+        held, state = slices[lvl + 1], counts.states[lvl + 1]
+        pooled = (c for d, _ in current for c in tree.children[lvl][d])
+        order = _slice_order(pooled, held, state, not best_fit)
+        current = [(c, n * size) for c, n in _take(order, need, held, best_fit)]
+    for lvl in range(slice_level, len(tree.levels) - 1):
+        state = counts.states[lvl + 1]
+        current = [
+            taken
+            for d, pods in current
+            for taken in _take(
+                sorted(tree.children[lvl][d], key=lambda c: (state[c], c)), pods, state, best_fit
+            )
+        ]
+    return Placement(leaf_assignment(tree, current))
+
+
+def leaf_assignment(tree: FlavorTree, leaves: Iterable[tuple[int, int]]) -> TopologyAssignment:
+    """``buildAssignment`` of leaves (index, pods): by values, those with pods, hostnames only when
+    the lowest level is the host."""
+    start = len(tree.levels) - 1 if tree.lowest_is_host else 0
+    values = tree.values[-1]
+    return TopologyAssignment(
+        tuple(tree.levels[start:]), tuple((values[d][start:], n) for d, n in sorted(leaves) if n != 0)
     )
 
 

@@ -12,16 +12,25 @@ from topogov.domain.views.common import EMPTY, Condition, conditions_of, first_c
 
 @view
 class TopologyRequest:
-    """A pod set's ``topologyRequest``: at most one of required/preferred/unconstrained is set."""
+    """A pod set's ``topologyRequest``: at most one of required/preferred/unconstrained is set;
+    ``podSetSliceRequiredTopology`` and ``podSetSliceSize`` ask for slices (every ``slice_size``
+    consecutive pods in one domain of ``slice_level``)."""
 
     required: str | None = None
     preferred: str | None = None
     unconstrained: bool = False
     group: str | None = None  # podSetGroupName: the pod sets of a job placed as one
+    slice_level: str | None = None
+    slice_size: int | None = None
 
     @property
     def asked(self) -> bool:
         return bool(self.required or self.preferred or self.unconstrained)
+
+    @property
+    def slices(self) -> bool:
+        """Either slice field is set (Kueue then counts the pod set as asking for topology)."""
+        return self.slice_level is not None or self.slice_size is not None
 
 
 NO_TOPOLOGY_REQUEST = TopologyRequest()  # a pod set without one (shared: a view is never changed)
@@ -108,7 +117,12 @@ def _pod_set(ps: Mapping[str, Any]) -> PodSet:
         int(ps.get("count", 1)),
         PodSpecView.from_api((ps.get("template") or EMPTY).get("spec") or EMPTY),
         TopologyRequest(
-            tr.get("required"), tr.get("preferred"), bool(tr.get("unconstrained")), tr.get("podSetGroupName")
+            tr.get("required"),
+            tr.get("preferred"),
+            bool(tr.get("unconstrained")),
+            tr.get("podSetGroupName"),
+            tr.get("podSetSliceRequiredTopology"),
+            None if tr.get("podSetSliceSize") is None else int(tr["podSetSliceSize"]),
         )
         if tr
         else NO_TOPOLOGY_REQUEST,
