@@ -65,7 +65,7 @@ from topogov.domain.kueue_model.objects import (
     Workload,
 )
 from topogov.domain.kueue_model.preemption import preemption_message
-from topogov.domain.kueue_model.scheduler import Head, Nominations, run_cycle
+from topogov.domain.kueue_model.scheduler import Entry, Head, Nominations, run_cycle
 from topogov.domain.kueue_model.state import Admitted, PodSetAdmission, Snapshot
 from topogov.domain.kueue_model.topology import FlavorTree
 
@@ -434,59 +434,13 @@ class Cluster:
     # -- cycles ------------------------------------------------------------------------------------
     def cycle(self, now: float) -> CycleResult:
         """One admission cycle at ``now``: the heads of the active queues, in name order."""
-        heads = []
-        for name in self._order:
-            if name not in self.snapshot.active:
-                continue
-            popped = self.queues[name].pop()
-            if popped:
-                rec = self.records[popped]
-                heads.append(
-                    (Head(rec.workload, rec.last_tried, rec.last_generation), self.queues[name].generation)
-                )
-        for queue in self.queues.values():  # rejected in the last cycle: back for the next one
-            if queue.rejected:
-                queue.push_all([self.records[n].workload for n in queue.rejected])
-                queue.rejected.clear()
+        heads = self._pop_heads()
         result = CycleResult()
         if not heads:
             return result
         outcome = run_cycle(self.snapshot, heads, now, self.nominations)
         for e in outcome.entries:
-            rec = self._own(e.workload.name)
-            queue = self.queues[e.cq.name]
-            if e.status == "assumed" and e.admitted is not None and api_rejects(e.admitted):
-                # the status patch fails: the cache forgets the workload (``forgetWorkload`` grows the
-                # queue's generation) and it is requeued at once, its status as it was
-                rec.last_tried, rec.last_generation = e.last_tried, e.assignment.generation
-                before = rec.rejected
-                rec.rejected = (self.changes, before[1] + 1 if before and before[0] == self.changes else 1)
-                self._rejecting.add(rec.workload.name)
-                queue.generation += 1
-                queue.rejected[rec.workload.name] = None
-                pending = Pending(rec.workload.name, e.cq.name, rec.reason, rec.message, True)
-                result.pending.append(pending)
-                continue
-            rec.rejected = None
-            self._rejecting.discard(rec.workload.name)
-            if e.status == "assumed":
-                assert e.admitted is not None
-                rec.admitted, rec.reason, rec.message, rec.last_tried = e.admitted, "", "", None
-                self.snapshot.add(e.admitted)
-                self._changed(e.cq.name)
-                queue.drop(rec.workload.name)
-                result.admitted.append(e.admitted)
-                continue
-            rec.reason, rec.message = "Pending", e.message
-            rec.last_tried, rec.last_generation = e.last_tried, e.assignment.generation
-            if e.requeue == "PendingPreemption":
-                queue.sticky = rec.workload.name
-            immediate = e.status == "skipped" or e.requeue == "PendingPreemption"
-            if immediate or (e.last_tried is not None and e.assignment.pending_flavors()):
-                queue.push(rec.workload)
-            else:
-                queue.park(rec.workload.name)
-            result.pending.append(Pending(rec.workload.name, e.cq.name, rec.reason, rec.message))
+            self._settle(e, result)
         for target, e in outcome.preempted:
             victim = self._own(target.victim.name)
             message = preemption_message(
@@ -508,6 +462,61 @@ class Cluster:
             self._evict(victim, now, requeued=True)
             victim.reason, victim.message = "Pending", message
         return result
+
+    def _pop_heads(self) -> list[tuple[Head, int]]:
+        """The head of every active queue, in name order; then what was rejected in the last cycle
+        goes back for the next one."""
+        heads = []
+        for name in self._order:
+            if name not in self.snapshot.active:
+                continue
+            popped = self.queues[name].pop()
+            if popped:
+                rec = self.records[popped]
+                heads.append(
+                    (Head(rec.workload, rec.last_tried, rec.last_generation), self.queues[name].generation)
+                )
+        for queue in self.queues.values():
+            if queue.rejected:
+                queue.push_all([self.records[n].workload for n in queue.rejected])
+                queue.rejected.clear()
+        return heads
+
+    def _settle(self, e: Entry, result: CycleResult) -> None:
+        """What one entry of the cycle leaves: admitted, rejected by the API server, or pending."""
+        rec = self._own(e.workload.name)
+        queue = self.queues[e.cq.name]
+        if e.status == "assumed" and e.admitted is not None and api_rejects(e.admitted):
+            # the status patch fails: the cache forgets the workload (``forgetWorkload`` grows the
+            # queue's generation) and it is requeued at once, its status as it was
+            rec.last_tried, rec.last_generation = e.last_tried, e.assignment.generation
+            before = rec.rejected
+            rec.rejected = (self.changes, before[1] + 1 if before and before[0] == self.changes else 1)
+            self._rejecting.add(rec.workload.name)
+            queue.generation += 1
+            queue.rejected[rec.workload.name] = None
+            result.pending.append(Pending(rec.workload.name, e.cq.name, rec.reason, rec.message, True))
+            return
+        rec.rejected = None
+        self._rejecting.discard(rec.workload.name)
+        if e.status == "assumed":
+            assert e.admitted is not None
+            rec.admitted, rec.reason, rec.message, rec.last_tried = e.admitted, "", "", None
+            self.snapshot.add(e.admitted)
+            self._changed(e.cq.name)
+            queue.drop(rec.workload.name)
+            result.admitted.append(e.admitted)
+            return
+        rec.reason, rec.message = "Pending", e.message
+        rec.last_tried, rec.last_generation = e.last_tried, e.assignment.generation
+        if e.requeue == "PendingPreemption":
+            queue.sticky = rec.workload.name
+        immediate = e.status == "skipped" or e.requeue == "PendingPreemption"
+        if immediate or (e.last_tried is not None and e.assignment.pending_flavors()):
+            queue.push(rec.workload)
+        else:
+            queue.park(rec.workload.name)
+        result.pending.append(Pending(rec.workload.name, e.cq.name, rec.reason, rec.message))
 
     def has_heads(self) -> bool:
         """Whether an active queue has a workload to offer the next cycle, not counting workloads
