@@ -116,6 +116,20 @@ RBAC_JUSTIFIED: dict[str, str] = {
         "the pod rules of a team no longer in teams.yaml (logic/governor/team_pods.py); no team is "
         "removed here"
     ),
+    **{
+        f"{_TEAMS}: {verb} {kind}": (
+            "the ledger sync's reads, the fallback's patch and the cleanup's delete of the training "
+            "kinds, as for batch/v1 Jobs (lambdas/topogov/domain/kinds.py); this rehearsal's cluster "
+            "serves none of their CRDs (discovery finds none, adapters/kube_jobs.py served_kinds); "
+            "tests/e2e/test_training_local.py and tests/e2e/test_hyperpod_local.py run them"
+        )
+        for verb in ("get", "patch", "delete")
+        for kind in (
+            "jobset.x-k8s.io/jobsets",
+            "kubeflow.org/pytorchjobs",
+            "sagemaker.amazonaws.com/hyperpodpytorchjobs",
+        )
+    },
     f"{_TEAMS}: get kueue.x-k8s.io/workloads": (
         "the fallback reads the Workload again when Kueue refused its JSON patch (admitted "
         "meanwhile), to tell running from changed (adapters/kube_jobs.py _relax_workload)"
