@@ -209,7 +209,13 @@ def check_allowed(route_id: str, caller: str, resp: requests.Response) -> None:
         )
     elif route_id == "DELETE /v1/jobs/team-a/{name}":
         name = CANCELLED_BY[caller]
-        assert body == {"team": "team-a", "name": name, "job_deleted": True, "charge_released": True}
+        assert body == {
+            "team": "team-a",
+            "name": name,
+            "kind": "Job",
+            "job_deleted": True,
+            "charge_released": True,
+        }
     elif route_id == "GET /v1/teams":
         want = {"member": ["team-a"], "other": ["team-b"], "admin": ["team-a", "team-b", "team-c"]}[caller]
         assert [t["team"] for t in body["teams"]] == want, body
