@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from topogov_cli.common import EXIT_OK
+from topogov_local.cluster.pki import Pki, make_pki
 
 ROOT = Path(__file__).resolve().parents[3]  # local/topogov_local/bench/ -> the repository
 CODE = ROOT / "lambdas"  # the topogov package: what the function asset copies
@@ -119,7 +120,7 @@ if mode == "trace":
     ec2 = retrying(session, "ec2")
     out["ec2_topology"] = len(ec2.describe_instance_topology().get("Instances", []))
     try:
-        retrying(session, "eks").describe_cluster(name="bench")
+        retrying(session, "eks").describe_cluster(name="absent")
     except Exception as exc:
         out["eks_error"] = type(exc).__name__
     server.shutdown()
@@ -180,8 +181,9 @@ def size_mb(site: Path) -> float:
 
 @contextlib.contextmanager
 def aws(workdir: Path, nodes: int = 64) -> Iterator[dict[str, str]]:
-    """A moto server with the snapshot bucket (a snapshot of ``nodes`` p5 nodes) and the tables; the
-    api function's environment against it (EKS mode: a dry run never reaches Kubernetes)."""
+    """A moto server with the snapshot bucket (a snapshot of ``nodes`` p5 nodes) and the tables, and
+    the EKS cluster ``bench`` whose endpoint answers API discovery (a high-level dry run asks which
+    training kinds the cluster serves: here none); the api function's environment against them."""
     import boto3
 
     from topogov.adapters.snapshot_store import S3SnapshotStore
@@ -198,7 +200,9 @@ def aws(workdir: Path, nodes: int = 64) -> Iterator[dict[str, str]]:
         log_path=workdir / "aws.log",
     )
     url = moto.start()
+    discovery = DiscoveryServer(make_pki(workdir / "pki"))
     try:
+        register_cluster(url, "bench", discovery.url, discovery.ca)
         creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
         session = boto3.session.Session(
             aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
@@ -228,7 +232,57 @@ def aws(workdir: Path, nodes: int = 64) -> Iterator[dict[str, str]]:
             "_X_AMZN_TRACE_ID": "Root=1-00000000-000000000000000000000000;Sampled=0",
         }
     finally:
+        discovery.close()
         moto.stop()
+
+
+class DiscoveryServer:
+    """The cluster's API endpoint as the bench's dry run meets it: TLS with the local CA, every group
+    version of the training kinds not found (a cluster with neither JobSet nor Kubeflow installed)."""
+
+    def __init__(self, pki: Pki) -> None:
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class NotFound(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = b'{"kind":"Status","status":"Failure","reason":"NotFound","code":404}'
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(pki.path("proxy.crt"), pki.path("proxy.key"))
+        self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self.server.server_port}"
+        self.ca = pki.ca.read_bytes()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def register_cluster(aws_url: str, name: str, endpoint: str, ca_pem: bytes) -> None:
+    """The EKS cluster ``name`` in the moto server, its endpoint and CA given (the local AWS server's
+    control route, as the rehearsal registers its cluster)."""
+    import base64
+    import urllib.request
+
+    body = {"name": name, "endpoint": endpoint, "certificateAuthority": base64.b64encode(ca_pem).decode()}
+    req = urllib.request.Request(
+        aws_url + "/_topogov/eks/clusters", data=json.dumps(body).encode(), method="POST"
+    )
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        resp.read()
 
 
 def dry_run_event() -> dict[str, Any]:
