@@ -14,7 +14,8 @@ KWOK v0.8.0 runs no stage unless its configuration lists them (``pkg/kwok/cmd/ro
 found"); the stages are the module's own ``kustomize/stage`` files: node initialise, node heartbeat
 with leases, pod ready, pod delete, and pod complete with a delay (a Job's pod succeeds after its
 run time: the ``topogov.io/local-run-time`` annotation, else the ``sleep N`` of its command, else
-:data:`DEFAULT_RUN_TIME`; a HyperPodPyTorchJob's pod only when it has a run time).
+:data:`DEFAULT_RUN_TIME`; a PyTorchJob's pod the same; a HyperPodPyTorchJob's pod only when it has a run
+time).
 
 JobSet v0.11.1 and the training operator v1.9.3 (PyTorchJob) the same way as Kueue: their CRDs,
 their manager's ClusterRole bound to its certificate user, their webhooks by URL on 127.0.0.1 with
@@ -250,6 +251,10 @@ def kwok_configuration(kwok_dir: Path, *, port: int) -> list[dict[str, Any]]:
                     "durationMilliseconds": _millis(DEFAULT_RUN_TIME),
                     "durationFrom": {"expressionFrom": _RUN_TIME},
                 }
+                # a PyTorchJob's pods end as a Job's do (the training operator owns them itself)
+                for e in stage["spec"]["selector"]["matchExpressions"]:
+                    if e["key"] == ".metadata.ownerReferences.[].kind":
+                        e["values"] = [*e["values"], "PyTorchJob"]
             stages.append(stage)
             if stage["metadata"]["name"] == "pod-complete":
                 stages.append(_run_time_stage(stage, HYPERPOD_JOB_KIND))
