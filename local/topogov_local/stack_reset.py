@@ -41,7 +41,15 @@ KUEUE_CLUSTER = ("clusterqueues", "resourceflavors", "topologies", "cohorts", "w
 # Namespaced kinds whose objects a module may leave: (list path under the namespace, delete whole
 # collection). Jobs first (their pods follow them), Kueue's Workloads after (their finalizer is
 # Kueue's), then the rest.
+# the training kinds first (their Jobs, pods and Services follow them; a kind not served lists
+# nothing), then the Jobs
+TRAINING_JOBS = (
+    ("/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs", True),
+    ("/apis/jobset.x-k8s.io/v1alpha2/namespaces/{ns}/jobsets", True),
+    ("/apis/sagemaker.amazonaws.com/v1/namespaces/{ns}/hyperpodpytorchjobs", True),
+)
 NAMESPACED = (
+    *TRAINING_JOBS,
     ("/apis/batch/v1/namespaces/{ns}/jobs", True),
     (KUEUE + "/namespaces/{ns}/workloads", True),
     ("/api/v1/namespaces/{ns}/pods", True),
@@ -60,7 +68,9 @@ NAMESPACED = (
     ("/apis/apps/v1/namespaces/{ns}/statefulsets", False),
     ("/apis/apps/v1/namespaces/{ns}/daemonsets", False),
     ("/apis/batch/v1/namespaces/{ns}/cronjobs", False),
+    ("/api/v1/namespaces/{ns}/services", False),  # a rendered Job's headless Service
 )
+WAITED = len(TRAINING_JOBS) + 3  # what the reset waits to see gone: the jobs of every kind, Workloads, pods
 # Namespaces the reset only compares with the record (what was made since deleted), never empties:
 # the system's own; and two whose objects the control plane makes and removes itself (controllers'
 # leases, the nodes' heartbeats) and no test writes.
@@ -228,7 +238,7 @@ def _reset_namespaces(kube: Any, baseline: Baseline, deadline: float) -> None:
         for ns in kept:
             if ns in SYSTEM_NAMESPACES:
                 continue
-            for template in NAMESPACED[:3]:
+            for template in NAMESPACED[:WAITED]:
                 out += [f"{ns}/{o['metadata']['name']}" for o in _items(kube, template[0].format(ns=ns))]
         return out
 
