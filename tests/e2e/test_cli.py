@@ -130,6 +130,12 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert 'spec.stopPolicy: "Hold" -> "None"' in text and "(edited by hand)" in text
     assert "0 created, 1 updated, 0 deleted" in text
     assert "refused (422 TOPOLOGY_INFEASIBLE)" in text and "refused (422 PRIORITY_NOT_ALLOWED)" in text
+    # a PyTorchJob through the API: its pods in one layer-3 domain, the operator's rendezvous on them
+    assert "A Kubeflow PyTorchJob: a master and 3 workers, placed as one in a layer-3 domain" in text
+    assert re.search(r"^kind +kubeflow\.org/v1 PyTorchJob$", text, re.M), text
+    assert re.search(r"^landed +4 of 4 pods on 4 nodes, one layer-3 domain \(nn-\w+\)", text, re.M), text
+    assert "MASTER_ADDR=llm-pt-master-0" in text and "PET_NNODES=4" in text
+    assert "cancelled llm-pt (team team-a): PyTorchJob deleted" in text
     # jobs that run: AWS's example in one layer-3 domain, a job from Admitted to Succeeded
     assert re.search(r"^landed +10 of 10 pods on \d+ nodes?, one layer-3 domain \(nn-\w+\)", text, re.M)
     # (under load the first poll may still see it Pending)
@@ -144,9 +150,10 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     assert re.search(beside, text), text
     # the fallback relaxes a job that could not start, and Kueue starts it
     assert "fallbacks this pass: team-a/wide-l2" in text
-    assert re.search(r"^wide-l2 +team-a +Running .* relaxed layer-2 ", text, re.M)
+    # (a KIND column when the list holds more than batch Jobs: high-level jobs are PyTorchJobs here)
+    assert re.search(r"^wide-l2 +(\w+ +)?team-a +Running .* relaxed layer-2 ", text, re.M)
     # where each job landed, the fleet's placement quality, capacity, and what a big job waits for
-    assert re.search(r"^test-tas-job +team-a +Running .* layer-3 ×1 ", text, re.M)
+    assert re.search(r"^test-tas-job +(Job +)?team-a +Running .* layer-3 ×1 ", text, re.M)
     assert re.search(r"^  placement: \d+ running multi-pod jobs, in one domain: layer-1 100%", text, re.M)
     assert "LARGEST JOB NOW" in text and "(the snapshot of the reconcile pass)" in text
     closest = r"^  closest    layer-2 domain nn-\w+ \(16 nodes\): holds \d+ of 16 pods now"

@@ -37,7 +37,7 @@ def walkthrough(stack: Any) -> None:
     if stack.api is None:
         return
     refusals(c)  # 8
-    n = jobs(c, 9)  # 9-13
+    n = jobs(c, 9)  # 9-15
     ledger(c, n)
     burst(c, n + 1)
     whatif(c, n + 2)

@@ -47,12 +47,13 @@ def jobs(c: Console, first: int) -> int:
         c.step(first, "Jobs that run: skipped (the story needs the default fleet's 64 p5.48xlarge)")
         return first + 1
     aws_example(c, first)
-    lifecycle(c, first + 1)
-    borrowing(c, first + 2)
-    priority(c, first + 3)
-    fallback(c, first + 4)
-    placement(c, first + 5)
-    return first + 6
+    training(c, first + 1)
+    lifecycle(c, first + 2)
+    borrowing(c, first + 3)
+    priority(c, first + 4)
+    fallback(c, first + 5)
+    placement(c, first + 6)
+    return first + 7
 
 
 def aws_example(c: Console, n: int) -> None:
@@ -69,6 +70,31 @@ def aws_example(c: Console, n: int) -> None:
         "their `sleep 3600s` runs an hour here too.) `topogov job` joins pods, nodes and domains:"
     )
     c.topogov(A, "job", "test-tas-job")
+
+
+def training(c: Console, n: int) -> None:
+    """A Kubeflow PyTorchJob through the API (the stack runs the training operator and JobSet unless
+    ``--no-training-controllers``): one pod-set group, placed in one layer-3 domain, the operator's
+    rendezvous on every pod; cancelled after, so the GPUs are free for the steps that follow."""
+    if not c.stack.options.training_controllers:
+        c.step(n, "A PyTorchJob: skipped (the stack runs no training operator: --no-training-controllers)")
+        return
+    c.step(n, "A Kubeflow PyTorchJob: a master and 3 workers, placed as one in a layer-3 domain")
+    c.topogov(A, "submit", "-f", shown(_example("pytorchjob.yaml")), max_lines=12)
+    view = c.wait_status(A, "team-a", "llm-pt", ("Running",))
+    c.kubectl("get", "pods", "-n", NS_A, "-l", "training.kubeflow.org/job-name=llm-pt", "-o", POD_COLUMNS)
+    nodes = [r["node"] for r in (view.get("placement") or {}).get("by_node") or []]
+    if nodes:
+        c.kubectl("get", "nodes", *nodes, "-L", layer_label(3))
+    c.note(
+        "The training operator gave every pod torchrun's rendezvous (MASTER_ADDR, RANK, WORLD_SIZE, "
+        "PET_NNODES); a worker's:"
+    )
+    c.kubectl(
+        "get", "pod", "-n", NS_A, "llm-pt-worker-0", "-o",
+        "jsonpath={range .spec.containers[0].env[*]}{.name}={.value}{'\\n'}{end}",
+    )  # fmt: skip
+    c.topogov(A, "cancel", "llm-pt")
 
 
 def lifecycle(c: Console, n: int) -> None:
