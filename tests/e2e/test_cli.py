@@ -153,7 +153,7 @@ def test_local_once_runs_the_walkthrough_and_cleans_up(tmp_path):
     # (a KIND column when the list holds more than batch Jobs: high-level jobs are PyTorchJobs here)
     assert re.search(r"^wide-l2 +(\w+ +)?team-a +Running .* relaxed layer-2 ", text, re.M)
     # where each job landed, the fleet's placement quality, capacity, and what a big job waits for
-    assert re.search(r"^test-tas-job +(Job +)?team-a +Running .* layer-3 ×1 ", text, re.M)
+    assert re.search(r"^test-tas-job +(Job +)?team-a +Running .* layer-3 ×1( |$)", text, re.M), text
     assert re.search(r"^  placement: \d+ running multi-pod jobs, in one domain: layer-1 100%", text, re.M)
     assert "LARGEST JOB NOW" in text and "(the snapshot of the reconcile pass)" in text
     closest = r"^  closest    layer-2 domain nn-\w+ \(16 nodes\): holds \d+ of 16 pods now"
