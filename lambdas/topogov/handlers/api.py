@@ -171,9 +171,20 @@ def _no_route(exc: Exception) -> Response[str]:
 
 
 def metrics_code(code: str, status: int) -> None:
-    from aws_lambda_powertools.metrics import MetricUnit
+    """An answer other than success: ``Status4xx``/``Status5xx`` with the request's other metrics, and
+    ``Refused`` by ``Code`` (``TOPOLOGY_INFEASIBLE``, ``CAP_EXCEEDED``, ...) in a metric of its own, so
+    a dashboard can tell what users are refused most without reading the logs."""
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
     metrics.add_metric(name=f"Status{status // 100}xx", unit=MetricUnit.Count, value=1)
+    with single_metric(
+        name="Refused",
+        unit=MetricUnit.Count,
+        value=1,
+        namespace=metrics.namespace,
+        default_dimensions=metrics.default_dimensions,
+    ) as metric:
+        metric.add_dimension(name="Code", value=code)
 
 
 def _depth(value: Any) -> int:
