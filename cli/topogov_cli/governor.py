@@ -131,11 +131,9 @@ def run(args: argparse.Namespace) -> int:
 
 def cluster_mode(cluster_arn: str | None, snapshot: Any) -> Any:
     """The mode the last reconcile pass found (in the snapshot), else the deployment's."""
-    from topogov.domain.hyperpod.mode import Mode, configured
+    from topogov.domain.hyperpod.mode import mode_in_force
 
-    if snapshot is not None and snapshot.mode:
-        return Mode.from_json(snapshot.mode)
-    return configured(cluster_arn)
+    return mode_in_force(snapshot.mode if snapshot is not None else None, cluster_arn)
 
 
 def run_hyperpod(

@@ -197,7 +197,7 @@ def build_governor(
     if not (settings.governor and settings.policy_file):
         return None
     from topogov.adapters.kube_objects import KubeObjects
-    from topogov.domain.hyperpod.mode import Mode, configured
+    from topogov.domain.hyperpod.mode import mode_in_force
     from topogov.domain.policy import load_policy_file
     from topogov.logic.governor import Governor
     from topogov.logic.governor.addon import AddonWatch
@@ -218,8 +218,7 @@ def build_governor(
     )
 
     def step(snapshot: Snapshot | None) -> GovernorSummary | AddonReport:
-        have = snapshot.mode if snapshot is not None else None
-        mode = Mode.from_json(have) if have else configured(settings.hyperpod_cluster_arn)
+        mode = mode_in_force(snapshot.mode if snapshot is not None else None, settings.hyperpod_cluster_arn)
         if mode.hyperpod:
             return watch.run(loaded, mode, http.counters)
         return governor.run(loaded, snapshot, http.counters)

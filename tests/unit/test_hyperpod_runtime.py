@@ -17,7 +17,7 @@ from tests.unit.test_labeler import FakeEc2, FakeNodes, FakeStore
 from topogov.domain.errors import Conflict, NeverAdmissible, QuotasUnavailable
 from topogov.domain.hyperpod import expected_objects
 from topogov.domain.hyperpod.mapping import cluster_queue
-from topogov.domain.hyperpod.mode import detect
+from topogov.domain.hyperpod.mode import detect, mode_in_force
 from topogov.domain.hyperpod.quotas import in_force, policy_in_force, read_queues
 from topogov.domain.labels import (
     INSTANCE_TYPE_LABEL,
@@ -118,6 +118,14 @@ def test_the_mode_is_hyperpod_when_either_the_deployment_or_the_addons_namespace
     )
     neither = detect(None, 4, [])
     assert not neither.hyperpod and "4 HyperPod node(s) without the task governance add-on" in neither.why
+
+
+def test_the_mode_in_force_is_the_last_passs_else_the_deployments():
+    seen = detect(None, 4, ADDON_NS)
+    assert mode_in_force(seen.to_json(), None) == seen  # the add-on seen, not configured
+    assert mode_in_force(detect(None, 0, []).to_json(), ARN).name == "eks"  # the pass's answer wins
+    assert mode_in_force(None, ARN).hyperpod and mode_in_force(None, ARN).why.startswith("configured")
+    assert not mode_in_force(None, None).hyperpod and not mode_in_force({}, None).hyperpod
 
 
 # --- the labeler ----------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from topogov.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
-from topogov.domain.hyperpod.mode import Mode, configured
+from topogov.domain.hyperpod.mode import Mode, mode_in_force
 from topogov.domain.kinds import job_key, pod_owner
 from topogov.domain.labels import (
     MANAGED_BY,
@@ -272,11 +272,7 @@ class ApiService:
             snap = self.snapshots.load()
         except SnapshotError:
             snap = None
-        mode = (
-            Mode.from_json(snap.mode)
-            if snap is not None and snap.mode
-            else configured(self.hyperpod_cluster_arn)
-        )
+        mode = mode_in_force(snap.mode if snap is not None else None, self.hyperpod_cluster_arn)
         self._mode = (now, mode)
         return mode
 

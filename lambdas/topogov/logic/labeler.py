@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from topogov.domain.errors import KubernetesError, SnapshotError
-from topogov.domain.hyperpod.mode import Mode, configured, detect
+from topogov.domain.hyperpod.mode import Mode, detect, mode_in_force
 from topogov.domain.labels import (
     InstanceTopology,
     LabelPatch,
@@ -287,7 +287,7 @@ class Labeler:
         targeted pass keeps the last full pass's. In HyperPod mode no node is labelled or asked of EC2:
         the EC2 nodes are left out of the pass's writes like the HyperPod ones."""
         summary, snapshot = work.summary, work.snapshot
-        previous = Mode.from_json(snapshot.mode) if snapshot.mode else configured(self.hyperpod_cluster_arn)
+        previous = mode_in_force(snapshot.mode, self.hyperpod_cluster_arn)
         if work.options.targeted_instance_ids is not None:
             mode = previous
         else:

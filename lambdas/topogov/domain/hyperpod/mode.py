@@ -80,6 +80,13 @@ def configured(cluster_arn: str | None) -> Mode:
     return Mode(EKS, "not configured for HyperPod, and no pass has looked at the cluster yet")
 
 
+def mode_in_force(recorded: Mapping[str, Any] | None, cluster_arn: str | None) -> Mode:
+    """The mode every reader acts on: the one the last full reconcile pass detected and recorded in the
+    node snapshot (``recorded``), else the deployment's (:func:`configured`). The governor, the API,
+    the labeler's targeted passes and the CLI all ask this, so they cannot disagree."""
+    return Mode.from_json(recorded) if recorded else configured(cluster_arn)
+
+
 def _shown(names: Sequence[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
