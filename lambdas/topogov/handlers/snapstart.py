@@ -9,9 +9,10 @@ its service setter, as the runtime only runs hooks registered by modules the han
 this module never imports the handler's).
 
 :func:`prime` (before the snapshot) builds the service the first request uses - the policy loaded
-and validated, the S3 and DynamoDB clients with their service models - imports what a dry run and a
-submission import on first use (the Kubernetes client, the idempotency utility, the admission logic,
-the X-Ray SDK behind the Tracer), and has the resolver build its per-route validation. It makes no
+and validated, the S3 and DynamoDB clients with their service models - imports what the api
+function's code imports on first use (the Kubernetes client, the idempotency utility, the admission
+logic...: :func:`first_use_imports` finds each in the code), creates the Tracer (the X-Ray SDK), and
+has the resolver build its per-route validation. It makes no
 network call and fetches no credential: the clients sign with credentials resolved on their first
 request, after the restore (:func:`deferred_session`), so none is in the snapshot, and no connection
 is open to be copied (the X-Ray emitter's UDP socket is connectionless).
@@ -22,11 +23,12 @@ would otherwise draw the same retry jitter (Lambda Developer Guide, snapstart-un
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
-import importlib
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,27 +36,8 @@ if TYPE_CHECKING:
 
     from topogov.logic.api_service import ApiService
 
-# Imported on first use by a dry run or a submission (``topogov bench coldstart`` lists what the
-# first request still imports after priming).
-FIRST_REQUEST = (
-    "topogov.logic.admission",
-    "topogov.logic.api_service",
-    "topogov.domain.placement",
-    "topogov.domain.jobs",
-    "topogov.domain.kueue",
-    "topogov.adapters.ledger",
-    "topogov.adapters.snapshot_store",
-    "topogov.adapters.kube_jobs",
-    "topogov.adapters.kube_auth",
-    "kubernetes.client.api_client",
-    "kubernetes.client.configuration",
-    "kubernetes.client.rest",
-    "aws_lambda_powertools.utilities.idempotency",
-    "aws_lambda_powertools.utilities.idempotency.exceptions",
-    "aws_lambda_powertools.metrics",
-    "boto3.dynamodb.types",
-    "botocore.exceptions",
-)
+ENTRY = "topogov.handlers.api"  # where the walk of the api function's imports starts
+OPTIONAL = frozenset({"snapshot_restore_py"})  # Lambda's runtime has it; elsewhere there is no snapshot
 CREDENTIALS_LIFETIME = dt.timedelta(minutes=20)  # see DeferredChain._fetch
 
 
@@ -140,14 +123,71 @@ def prime(app: APIGatewayRestResolver, set_service: Callable[[ApiService], None]
 
     settings = ApiSettings.from_env()
     set_service(build_api_service(settings, deferred_session(settings.region)))
-    for name in FIRST_REQUEST:
-        importlib.import_module(name)
+    for module, names in first_use_imports():
+        __import__(module, fromlist=names)  # as the import statement in the function will
     get_tracer()  # the X-Ray SDK (imported and its patches applied on the Tracer's creation)
     context: Any = None  # the resolver keeps it for the handler's use; the openapi route reads none
     answer = app.resolve(_resolver_event(), context)
     if answer["statusCode"] != 200:  # the hook failing fails the publish, not a request later
         raise RuntimeError(f"SnapStart priming: GET /v1/openapi.json answered {answer['statusCode']}")
     json.loads(answer["body"])
+
+
+def first_use_imports(entry: str = ENTRY, root: Path | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """What the api function imports inside functions (on first use), found in the code itself: every
+    ``topogov`` module the handler reaches by any import, top-level or in a function, and each import
+    statement inside a function of those modules (but those under ``if TYPE_CHECKING``). Read from the
+    package's source with :mod:`ast`, nothing imported to find them; sorted, each module once with the
+    names its statements take from it."""
+    root = root or Path(__file__).resolve().parents[2]  # .../topogov/handlers/snapstart.py -> the root
+    lazy: dict[str, set[str]] = {}
+    seen: set[str] = set()
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        path = _source(root, name)
+        if name in seen or path is None:
+            continue
+        seen.add(name)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for module, names, in_function in _imports(ast.parse(path.read_text()), package):
+            if in_function and module not in OPTIONAL:
+                lazy.setdefault(module, set()).update(names)
+            if module.split(".")[0] == "topogov":
+                todo.append(module)
+                todo.extend(f"{module}.{n}" for n in names if _source(root, f"{module}.{n}"))
+    topogov = [(m, ()) for m in sorted(seen - set(lazy))]
+    return topogov + [(m, tuple(sorted(lazy[m]))) for m in sorted(lazy)]
+
+
+def _source(root: Path, module: str) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(tree: ast.AST, package: str) -> Iterator[tuple[str, tuple[str, ...], bool]]:
+    """Each import statement of ``tree``: (the module, the names taken from it, in a function or not);
+    relative imports resolved against ``package``."""
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, in_function = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend((c, in_function) for c in child.orelse)
+                continue
+            inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.Import):
+                yield from ((a.name, (), inner) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                module = child.module or ""
+                if child.level:
+                    parts = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    module = ".".join([*parts, module] if module else parts)
+                yield module, tuple(a.name for a in child.names), inner
+            stack.append((child, inner))
 
 
 def refresh() -> None:
