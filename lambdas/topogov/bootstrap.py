@@ -72,8 +72,12 @@ def kube_api_client(settings: ReconcileSettings | ApiSettings, session: Session)
 
 
 def build_labeler(
-    settings: ReconcileSettings, session: Session | None = None, api_client: ApiClient | None = None
+    settings: ReconcileSettings,
+    session: Session | None = None,
+    api_client: ApiClient | None = None,
+    policy: Policy | None = None,
 ) -> Labeler:
+    """The labeler; with the team policy, the placement quality it computes is also per team."""
     session = session or aws_session(settings.region)
     api_client = api_client or kube_api_client(settings, session)
     nodes = KubeNodes(KubeHttp(api_client), page_size=settings.page_size)
@@ -88,6 +92,7 @@ def build_labeler(
         patch_concurrency=settings.patch_concurrency,
         hyperpod_cluster_arn=settings.hyperpod_cluster_arn,
         addon_namespaces=nodes.addon_namespaces,
+        team_of={t.namespace: name for name, t in policy.teams.items()} if policy is not None else None,
     )
 
 
@@ -235,11 +240,8 @@ def build_reconcile(settings: ReconcileSettings, session: Session | None = None)
         from topogov.domain.policy import load_policy_file
 
         policy = load_policy_file(settings.policy_file)  # once, for the ledger sync and the governor
-    labeler = build_labeler(settings, session, api_client)
-    if policy is not None:
-        labeler.team_of = {t.namespace: name for name, t in policy.teams.items()}
     return Reconcile(
-        labeler=labeler,
+        labeler=build_labeler(settings, session, api_client, policy),
         ledger_sync=build_ledger_sync(settings, session, api_client, policy),
         governor=build_governor(settings, session, api_client, policy),
     )

@@ -212,9 +212,8 @@ def test_two_reconcile_passes_at_once_release_each_charge_once_and_converge(stac
     def run(bundle):
         labeler, sync, governor = bundle.labeler, bundle.ledger_sync, bundle.governor
         barrier.wait()
-        summary = labeler.run(PassOptions())
-        gov_summary = governor(labeler.last_snapshot)
-        return summary, sync(), gov_summary
+        outcome = labeler.reconcile(PassOptions())
+        return outcome.summary, sync(), governor(outcome.snapshot)
 
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(run, bundles))

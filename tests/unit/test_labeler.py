@@ -298,14 +298,15 @@ def test_patches_run_concurrently_up_to_the_setting_and_each_outcome_is_its_node
     nodes = [node(f"n{i}", iid(i)) for i in range(24)]
     fake = SlowNodes(nodes, fail={"n5"}, gone={"n7"})
     labeler = Labeler(fake, FakeEc2({iid(i): topo(i) for i in range(24)}), FakeStore(), patch_concurrency=4)
-    s = labeler.run(PassOptions())
+    outcome = labeler.reconcile(PassOptions())
+    s = outcome.summary
     assert 1 < fake.most_in_flight <= 4
     assert (s.patched, s.failed, s.skipped.get("node_gone")) == (22, 1, 1)
     assert [f["node"] for f in s.failures] == ["n5"]
     assert fake.objs["n3"]["metadata"]["labels"][layer_label(1)] == topo(3).network_nodes[0]
     assert layer_label(1) not in fake.objs["n5"]["metadata"]["labels"]  # its PATCH failed
     # the snapshot's view of a node is its labels after its own PATCH
-    nodes_in_snapshot = labeler.last_snapshot.nodes
+    nodes_in_snapshot = outcome.snapshot.nodes
     assert "n7" not in nodes_in_snapshot and nodes_in_snapshot["n3"].path == topo(3).network_nodes
 
 

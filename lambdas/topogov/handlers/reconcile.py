@@ -259,16 +259,16 @@ def run_under_lease(
 def run_pass(cfg: ReconcileSettings, options: PassOptions) -> dict[str, Any]:
     wired = built(cfg)
     lab, sync, governor = wired.labeler, wired.ledger_sync, wired.governor
-    summary = lab.run(options)
-    publish(summary)
-    result = summary.to_json()
+    outcome = lab.reconcile(options)
+    publish(outcome.summary)
+    result = outcome.summary.to_json()
     full = options.targeted_instance_ids is None
     if governor is not None and full:
-        result["governor"] = publish_governor(governor(lab.last_snapshot))
+        result["governor"] = publish_governor(governor(outcome.snapshot))
     if sync is not None and full:
         result["ledger"] = publish_ledger(sync())
-    if full and lab.last_snapshot is not None and lab.last_pods is not None:
-        result["placement"] = publish_placement(lab.last_snapshot.placement)
+    if full and outcome.pods is not None:
+        result["placement"] = publish_placement(outcome.snapshot.placement)
     return result
 
 

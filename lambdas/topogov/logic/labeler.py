@@ -205,6 +205,19 @@ class _Pass:
     ec2_nodes: list[tuple[NodeView, str]] = field(default_factory=list)
     final_labels: dict[str, Mapping[str, str]] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
+    pods: list[JobPod] | None = None  # a full pass's: Kueue's running pods, when they could be listed
+
+
+@dataclass(frozen=True, slots=True)
+class PassOutcome:
+    """What one pass found and did: its summary, the snapshot as it left it (the governor's input),
+    the cluster's mode it ran in, and on a full pass the running pods it listed (None when it listed
+    none: a targeted pass, or the list failed)."""
+
+    summary: PassSummary
+    snapshot: Snapshot
+    mode: Mode
+    pods: list[JobPod] | None
 
 
 class Labeler:
@@ -219,6 +232,7 @@ class Labeler:
         patch_concurrency: int = 1,
         hyperpod_cluster_arn: str | None = None,
         addon_namespaces: Callable[[], list[str]] | None = None,
+        team_of: Mapping[str, str] | None = None,
     ) -> None:
         self._nodes = nodes
         self.hyperpod_cluster_arn = hyperpod_cluster_arn  # the deployment's (TOPOGOV_HYPERPOD_CLUSTER_ARN)
@@ -228,12 +242,15 @@ class Labeler:
         self._store = store
         self._clock = clock
         self._wall = wall
-        self.last_snapshot: Snapshot | None = None  # after a pass: what it learned (the governor's input)
-        self.last_pods: list[JobPod] | None = None  # after a full pass: Kueue's running pods (placement)
-        self.team_of: dict[str, str] = {}  # namespace -> team, for the placement quality per team
-        self.last_mode: Mode | None = None  # after a pass: the cluster's mode it ran in
+        self._team_of = dict(team_of or {})  # namespace -> team, for the placement quality per team
 
     def run(self, options: PassOptions) -> PassSummary:
+        """One pass; its summary (:meth:`reconcile` returns the rest of what it found)."""
+        return self.reconcile(options).summary
+
+    def reconcile(self, options: PassOptions) -> PassOutcome:
+        """One pass: the nodes selected, their topology learned and labelled (not in HyperPod mode),
+        the snapshot refreshed and written if it changed."""
         started = self._clock()
         reads0, writes0 = self._nodes.counters.reads, self._nodes.counters.writes
         summary = PassSummary(mode="full" if options.targeted_instance_ids is None else "targeted")
@@ -252,13 +269,11 @@ class Labeler:
         if options.targeted_instance_ids is None:
             snapshot.mode = mode.to_json()
         self._save_if_changed(work, before)
-        self.last_snapshot = snapshot
-        self.last_mode = mode
         summary.skipped = dict(sorted(work.skips.items()))
         summary.k8s_reads = self._nodes.counters.reads - reads0
         summary.k8s_writes = self._nodes.counters.writes - writes0
         summary.duration_s = round(self._clock() - started, 4)
-        return summary
+        return PassOutcome(summary, snapshot, mode, work.pods)
 
     # -- the steps of a pass ------------------------------------------------------------------
 
@@ -437,7 +452,7 @@ class Labeler:
         requested: dict[str, Resources] = {}
         if options.collect_requested and full:
             try:
-                requested, self.last_pods = self._nodes.scan_pods()
+                requested, work.pods = self._nodes.scan_pods()
                 snapshot.pod_defaults = self._nodes.pod_defaults()
             except KubernetesError as exc:
                 summary.failures.append({"node": None, "status": exc.status, "message": str(exc)})
@@ -462,12 +477,12 @@ class Labeler:
         live = {iid for _, iid in work.ec2_nodes}
         snapshot.instances = {i: t for i, t in snapshot.instances.items() if i in live}
         snapshot.absent = {i: t for i, t in snapshot.absent.items() if i in live}
-        if self.last_pods is not None:
+        if work.pods is not None:
             from topogov.domain.fleet_map import running_jobs
             from topogov.domain.placement_quality import quality
 
-            snapshot.placement = quality(self.last_pods, snapshot.nodes, self.team_of)
-            snapshot.running = running_jobs(self.last_pods)
+            snapshot.placement = quality(work.pods, snapshot.nodes, self._team_of)
+            snapshot.running = running_jobs(work.pods)
 
     def _save_if_changed(self, work: _Pass, before: tuple[Any, ...]) -> None:
         """Written only when its content changed: no write without drift, here as on the nodes."""

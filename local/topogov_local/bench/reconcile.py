@@ -72,11 +72,12 @@ def bench_nodes(
             def run_pass(name: str, drifted: int, **extra: Any) -> None:
                 kube.request("DELETE", "/_emulator/requests")
                 cpu0, wall0 = time.process_time(), time.perf_counter()
-                s = labeler.run(
+                outcome = labeler.reconcile(
                     PassOptions(
                         refresh_after_s=settings.refresh_after_s, verify_after_s=settings.verify_after_s
                     )
                 )
+                s = outcome.summary
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
                 served = kube.request("GET", "/_emulator/requests").body or {}
                 results.append(
@@ -98,6 +99,7 @@ def bench_nodes(
                         "cpu_s": round(cpu, 3),
                         "wall_s": round(wall, 3),
                         "page_size": settings.page_size,
+                        "placed_jobs": int((outcome.snapshot.placement or {}).get("jobs", 0)),
                         **extra,
                     }
                 )
@@ -123,7 +125,6 @@ def bench_nodes(
             running_pods(kube, names, jobs)
             _say(f"#   created in {time.perf_counter() - t1:.1f}s", quiet)
             run_pass("placed", 0, pods=jobs * PODS_PER_JOB, jobs=jobs)
-            results[-1]["placed_jobs"] = labeler_jobs(labeler)
     return results
 
 
@@ -143,11 +144,6 @@ def configure_ec2(aws_url: str, **config: Any) -> None:
     with urllib.request.urlopen(req, timeout=30) as resp:
         if resp.status != 200:
             raise RuntimeError(f"configure the emulated EC2 {config}: HTTP {resp.status}")
-
-
-def labeler_jobs(labeler: Any) -> int:
-    snap = getattr(labeler, "last_snapshot", None)
-    return int(((snap.placement if snap is not None else None) or {}).get("jobs", 0))
 
 
 def running_pods(kube: Any, nodes: list[str], jobs: int) -> None:
