@@ -389,3 +389,43 @@ def test_the_timed_fallback_relaxes_the_level_and_says_the_slices_stay_required(
     assert jobs.relaxed == [L2]
     (fallback,) = ledger.fallbacks
     assert "its slices of 4 pods stay required at" in fallback["reason"], fallback["reason"]
+
+
+# --- the CLI -----------------------------------------------------------------------------------------
+
+
+def cli_body(*flags: str) -> dict[str, Any]:
+    from topogov_cli.main import parser
+    from topogov_cli.submit import submission
+
+    args = parser().parse_args(["submit", "--job-name", "x", "--image", "y", "--accelerators", "8", *flags])
+    return submission(args)[0]
+
+
+def test_the_cli_asks_for_slices_with_its_topology():
+    body = cli_body("--required-topology", "layer-2", "--slice-level", "layer-3", "--slice-size", "4")
+    assert body["topology"] == {
+        "mode": "required",
+        "level": "layer-2",
+        "slice": {"level": "layer-3", "size": 4},
+    }
+    assert cli_body("--topology", "auto", "--slice-level", "layer-3")["topology"] == {
+        "mode": "auto",
+        "slice": {"level": "layer-3"},
+    }
+    from topogov_cli.common import topology_text
+
+    told = {"mode": "required", "level": L2, "slice_level": L3, "slice_size": 4}
+    assert topology_text(told) == "required layer-2, slices of 4 pods in one layer-3 domain each"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--slice-level", "layer-3"), ("--topology", "none", "--slice-level", "layer-3"), ("--slice-size", "4")],
+)
+def test_the_cli_refuses_a_slice_without_a_level_for_the_job(flags):
+    from topogov_cli.base import CliError
+
+    with pytest.raises(CliError) as exc:
+        cli_body(*flags)
+    assert exc.value.exit_code == 2 and "--slice-" in str(exc.value)
