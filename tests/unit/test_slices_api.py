@@ -165,6 +165,13 @@ def test_auto_with_an_asked_slice_places_it_inside_the_level_auto_decides():
     assert (topo.level, topo.slice_level, topo.slice_size) == (L2, L3, 2)
 
 
+def test_auto_is_raised_to_an_asked_slice_level_wider_than_its_own():
+    # 4 pods fit one rack: auto decides layer-3; slices asked at layer-2 raise the job's level to it
+    topo = decided(request(4, {"mode": "auto", "slice": {"level": "layer-2", "size": 2}})).decision.topology
+    assert (topo.level, topo.slice_level, topo.slice_size) == (L2, L2, 2)
+    assert "raised to layer-2, the level of the slices asked for" in topo.reason
+
+
 def test_slice_pods_counts_slices_as_kueue_does_per_domain_of_the_slice_level():
     racks = slice_pods(fleet(racks=2, per_rack=3), L2, L3, P5, now=False)
     assert racks.largest_slice_domain == 3

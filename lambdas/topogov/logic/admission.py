@@ -473,7 +473,7 @@ def topology_decision(
     topo = _level_decision(spec, shape, index, where_now=where_now)
     if spec.slice is None and (spec.mode != "auto" or topo.level is None):
         return topo
-    topo = slice_decision(spec.slice, topo, shape, index(), slice_fields)
+    topo = slice_decision(spec.slice, topo, shape, index(), slice_fields, auto=spec.mode == "auto")
     units = placement_units(shape)
     if where_now and topo.level and topo.slice_level and topo.slice_size and len(units) == 1:
         # where Kueue would place it now, slices and all (the model's find_slice_assignment)
@@ -662,6 +662,8 @@ def slice_decision(
     shape: JobShape,
     index: CapacityIndex,
     fields: tuple[str, str] = SLICE_FIELDS,
+    *,
+    auto: bool = False,
 ) -> TopologyDecision:
     """The job's pod-set slices: every ``size`` consecutive pods (by completion index) in one domain of
     the slice level, inside one domain of the job's level. ``asked``: checked as Kueue's webhook
@@ -679,21 +681,7 @@ def slice_decision(
     if shape.grouped or any(u.leader is not None for u in units):
         names = " and ".join(next(u.names for u in units if len(u.names) > 1))
         raise ValidationFailed(level_field, NO_SLICE_WITH_GROUP.format(names=names))
-    try:
-        label = resolve_level(asked.level)
-    except UnknownLevel as exc:
-        raise ValidationFailed(level_field, str(exc)) from None
-    for unit in units:
-        if not index.has_level(label, unit.instance_type):
-            missing = _no_such_level(index, label, shape)
-            missing.details["field"] = level_field
-            raise missing
-        if not tighter_or_equal(index, label, topo.level, unit.instance_type):
-            raise ValidationFailed(
-                level_field,
-                f"{level_name(label)} is wider than the job's level {level_name(topo.level)}: a slice's "
-                "level must be tighter than or the same as the level that holds the whole job",
-            )
+    label = _slice_level(asked, topo, shape, index, level_field, auto=auto)
     size = asked.size
     if size is not None:
         for unit in units:
@@ -708,6 +696,33 @@ def slice_decision(
         f"{level_name(label)} domain ({why}); slices are always required (Kueue has no preferred slice)"
     )
     return topo
+
+
+def _slice_level(
+    asked: SliceSpec, topo: TopologyDecision, shape: JobShape, index: CapacityIndex, field: str, *, auto: bool
+) -> str:
+    """The asked slice level: one Topogov knows, that every flavor the job may get has, and tighter than
+    or the same as the job's level (``auto``'s level is raised to it, rather than refused)."""
+    assert topo.level is not None
+    try:
+        label = resolve_level(asked.level)
+    except UnknownLevel as exc:
+        raise ValidationFailed(field, str(exc)) from None
+    for unit in placement_units(shape):
+        if not index.has_level(label, unit.instance_type):
+            missing = _no_such_level(index, label, shape)
+            missing.details["field"] = field
+            raise missing
+        if auto and not tighter_or_equal(index, label, topo.level, unit.instance_type):
+            topo.reason += f"; raised to {level_name(label)}, the level of the slices asked for"
+            topo.level = label
+        if not tighter_or_equal(index, label, topo.level, unit.instance_type):
+            raise ValidationFailed(
+                field,
+                f"{level_name(label)} is wider than the job's level {level_name(topo.level)}: a slice's "
+                "level must be tighter than or the same as the level that holds the whole job",
+            )
+    return label
 
 
 def _divisors(units: list[Unit]) -> list[int]:
