@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.stacks import labelled_stack, node_labels, pods_of, wait_until
-from topogov.domain.labels import INDEX_LABEL, layer_label
+from topogov.domain.labels import HOSTNAME_LABEL, INDEX_LABEL, layer_label
 from topogov_cli.sigv4 import credentials_for_profile, signed_request
 
 FLEET = "p5.48xlarge=32"  # one layer-1 domain: 2 layer-2 domains of 16 nodes, 8 layer-3 of 4
@@ -78,3 +78,72 @@ def test_auto_slices_a_job_twice_as_wide_as_a_layer3_domain_and_says_why(stack):
     assert len({labels[i][L2] for i in range(8)}) == 1
     assert [len({labels[i][L3] for i in range(s, s + 4)}) for s in (0, 4)] == [1, 1], labels
     assert call(stack, "DELETE", "/v1/jobs/team-a/wide").status_code == 200
+
+
+def cordon(stack, names, unschedulable=True):
+    for name in names:
+        resp = stack.kube().request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            body={"spec": {"unschedulable": unschedulable}},
+            content_type="application/merge-patch+json",
+        )
+        assert resp.status == 200, resp.body
+
+
+def workload_request(stack, name):
+    """The topologyRequest of the Job's Workload (what Kueue schedules), None before Kueue makes it."""
+    kube = stack.kube()
+    job = kube.request("GET", f"/apis/batch/v1/namespaces/{NS}/jobs/{name}").body
+    query = {"labelSelector": f"kueue.x-k8s.io/job-uid={job['metadata']['uid']}"}
+    items = kube.request("GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads", query=query).body
+    if not items["items"]:
+        return None
+    request = items["items"][0]["spec"]["podSets"][0].get("topologyRequest") or {}
+    return {k: v for k, v in request.items() if k != "podIndexLabel"}
+
+
+def test_the_fallback_relaxes_the_level_and_keeps_the_slices(stack):
+    """One node cordoned in three of the four layer-3 domains of each layer-2 domain: each layer-2
+    domain keeps one whole layer-3 domain, so two slices of 4 required inside one layer-2 domain
+    wait; past the deadline the pass relaxes the level to preferred, keeps the slices, and Kueue
+    places one slice in each layer-2 domain's whole layer-3 domain."""
+    import time
+
+    from topogov.handlers.reconcile import handler
+    from topogov_local import events
+    from topogov_local.lambda_context import LocalContext
+
+    racks: dict[str, dict[str, list[str]]] = {}
+    for name, node in sorted(node_labels(stack).items()):
+        if L3 in node:
+            racks.setdefault(node[L2], {}).setdefault(node[L3], []).append(name)
+    cordoned = [nodes[0] for by_rack in racks.values() for nodes in list(by_rack.values())[1:]]
+    cordon(stack, cordoned)
+    try:
+        topology = {"mode": "required", "level": "layer-2", "fallbackAfter": "1s",
+                    "slice": {"level": "layer-3", "size": 4}}  # fmt: skip
+        resp = call(stack, "POST", "/v1/jobs", gpu_job("relaxed", 8, topology))
+        assert resp.status_code == 201, resp.text
+        wait_until(
+            lambda: (v := call(stack, "GET", "/v1/jobs/team-a/relaxed").json())["why_pending"] and v,
+            "Kueue says why the job waits",
+        )
+        assert workload_request(stack, "relaxed") == {
+            "required": L2, "podSetSliceRequiredTopology": L3, "podSetSliceSize": 4,
+        }  # fmt: skip
+        time.sleep(2.1)  # past the deadline (1 s, at the ledger's one-second resolution)
+        assert "team-a/relaxed" in handler(events.scheduled_event(), LocalContext())["ledger"]["fallbacks"]
+        assert workload_request(stack, "relaxed") == {
+            "preferred": L2, "podSetSliceRequiredTopology": L3, "podSetSliceSize": 4,
+        }  # fmt: skip
+        labels = placed(stack, "relaxed", 8)
+        slices = [{labels[i][L3] for i in range(s, s + 4)} for s in (0, 4)]
+        assert all(len(domains) == 1 for domains in slices), slices
+        assert len({labels[i][L2] for i in range(8)}) == 2  # one slice in each layer-2 domain
+        assert not set(cordoned) & {labels[i][HOSTNAME_LABEL] for i in range(8)}
+        fallback = call(stack, "GET", "/v1/jobs/team-a/relaxed").json()["fallback"]
+        assert "its slices of 4 pods stay required" in fallback["reason"], fallback
+    finally:
+        cordon(stack, cordoned, unschedulable=False)
+    assert call(stack, "DELETE", "/v1/jobs/team-a/relaxed").status_code == 200
