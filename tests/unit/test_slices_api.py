@@ -121,6 +121,13 @@ def test_a_slice_no_domain_can_hold_is_infeasible_per_slice_and_per_level():
     assert exc.value.details["field"] == "topology.slice.size" and "no layer-2 domain" in exc.value.message
 
 
+def test_a_preferred_level_no_domain_of_which_holds_every_slice_is_accepted_and_says_so():
+    small = fleet(racks=4, per_rack=3)
+    body = {"mode": "preferred", "level": "layer-2", "slice": {"level": "layer-3", "size": 2}}
+    topo = decided(request(12, body), small).decision.topology
+    assert topo.slice_size == 2 and "no layer-2 domain holds all 6 slices" in topo.reason
+
+
 def test_a_slice_with_mode_none_is_refused_by_the_request_model():
     with pytest.raises(ValidationError, match="mode 'none' takes no slice"):
         TopologySpec.model_validate({"mode": "none", "slice": {"level": "layer-3", "size": 4}})

@@ -759,7 +759,9 @@ def _sized(
         return candidate, (
             ("as asked" if size is not None else f"the largest that divides the pod count and fits a "
              f"{level_name(slice_level)} domain, whose largest holds {largest} pods")
-            + (f"; {domain} holds all {units[0].count // candidate} slices when empty" if not short else "")
+            + (f"; {domain} holds all {units[0].count // candidate} slices when empty" if not short else
+               f"; no {level_name(level)} domain holds all {units[0].count // candidate} slices: the level "
+               "is preferred, so Kueue places them in as few domains as it can")
         )  # fmt: skip
     if size is not None and size > largest:
         raise TopologyInfeasible(
