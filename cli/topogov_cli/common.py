@@ -161,9 +161,7 @@ def topology_text(topo: Mapping[str, Any] | None) -> str:
         return "none"
     text = f"{topo['mode']} {level_name(topo.get('level'))}"
     if topo.get("slice_level"):
-        text += (
-            f", slices of {topo.get('slice_size')} pods in one {level_name(topo['slice_level'])} domain each"
-        )
+        text += f", slices of {topo.get('slice_size')} at {level_name(topo['slice_level'])}"
     return text
 
 

@@ -430,7 +430,7 @@ def test_the_cli_asks_for_slices_with_its_topology():
     from topogov_cli.common import topology_text
 
     told = {"mode": "required", "level": L2, "slice_level": L3, "slice_size": 4}
-    assert topology_text(told) == "required layer-2, slices of 4 pods in one layer-3 domain each"
+    assert topology_text(told) == "required layer-2, slices of 4 at layer-3"
 
 
 @pytest.mark.parametrize(
