@@ -443,3 +443,29 @@ def test_the_cli_refuses_a_slice_without_a_level_for_the_job(flags):
     with pytest.raises(CliError) as exc:
         cli_body(*flags)
     assert exc.value.exit_code == 2 and "--slice-" in str(exc.value)
+
+
+# --- the what-if simulator ----------------------------------------------------------------------------
+
+
+def test_the_simulator_replays_autos_slices():
+    """Five hosts out: layer-2 domain nn-2-0 has 7 free hosts (4 + 3), nn-2-1 has 4 (2 + 2). auto puts
+    an 8-pod job at layer-1 in slices of 4 at layer-2: one slice in each layer-2 domain, where
+    without the slices Kueue's BestFit would put 7 pods in one and 1 in the other."""
+    from dataclasses import replace
+
+    from tests.unit.test_whatif import POLICY as WHATIF_POLICY
+    from tests.unit.test_whatif import trace
+    from topogov.domain.policy import load_policy
+    from topogov.logic.whatif import simulate
+    from topogov.logic.whatif.inputs import synthetic_fleet
+
+    out = {"n00007", "n00008", "n00009", "n00012", "n00013"}
+    hosts = [
+        replace(n, available=False) if n.name in out else n
+        for n in synthetic_fleet("p5.48xlarge", (1, 2, 2), 4)
+    ]
+    paths = {n.name: n.path for n in hosts}
+    (job,) = simulate(trace("0,team-a,wide,8,8,100,auto,,,"), hosts, load_policy(WHATIF_POLICY)).jobs
+    assert job.start_s == 0 and job.level == layer_label(1)
+    assert sorted(paths[n][1] for n in job.nodes) == ["nn-2-0"] * 4 + ["nn-2-1"] * 4
