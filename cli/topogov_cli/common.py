@@ -159,7 +159,10 @@ def is_level(text: str) -> bool:
 def topology_text(topo: Mapping[str, Any] | None) -> str:
     if not topo or topo.get("mode") in (None, "none"):
         return "none"
-    return f"{topo['mode']} {level_name(topo.get('level'))}"
+    text = f"{topo['mode']} {level_name(topo.get('level'))}"
+    if topo.get("slice_level"):
+        text += f", slices of {topo.get('slice_size')} at {level_name(topo['slice_level'])}"
+    return text
 
 
 def duration(seconds: int) -> str:
@@ -232,6 +235,7 @@ FIELD_FLAGS = {
     "namespace": "--namespace", "team": "--team", "preferred_topology": "--preferred-topology",
     "required_topology": "--required-topology", "topology.level": "--required-topology/--preferred-topology",
     "topology.fallbackAfter": "--fallback-after", "topology": "--topology",
+    "topology.slice.level": "--slice-level", "topology.slice.size": "--slice-size",
     "expected_duration": "--expected-duration",
 }  # fmt: skip
 

@@ -94,6 +94,8 @@ SUBMIT_EXAMPLES = """examples:
   topogov submit --job-name llm --image pytorch:2.5 --accelerators 8 --efa 32 --replica-count 4 \\
                  --required-topology layer-3 --fallback-after 15m
   topogov submit --job-name llm --image pytorch:2.5 --accelerators 8 --node-count 4 --topology auto --dry-run
+  topogov submit --job-name llm --image pytorch:2.5 --accelerators 8 --replica-count 16 --render-as job \
+                 --required-topology layer-2 --slice-level layer-3 --slice-size 4
   topogov submit -f job.yaml                 # a batch/v1 Job, kept as written (queue, priority, annotations)
   topogov submit --job-name x --image y --vcpu 4 --command "python train.py" --args="--epochs 10" \\
                  --environment NCCL_DEBUG=INFO --environment WANDB_MODE=offline
@@ -174,6 +176,18 @@ def _topology_options(topo: Any) -> None:
         metavar="DURATION",
         help="with --required-topology: relax to preferred if not admitted after this long (15m, 1h30m)",
     )
+    topo.add_argument(
+        "--slice-level",
+        metavar="LEVEL",
+        help="pod-set slices: every --slice-size consecutive pods in one domain of LEVEL (tighter than or "
+        "the job's level; with --required-topology, --preferred-topology or --topology auto)",
+    )
+    topo.add_argument(
+        "--slice-size",
+        metavar="N",
+        type=int,
+        help="with --slice-level: pods per slice (default: the largest that divides the pods and fits)",
+    )
 
 
 def _submission_options(how: Any) -> None:
@@ -211,16 +225,37 @@ def _read_manifest(path: str) -> dict[str, Any]:
     return json.loads(json.dumps(docs[0], default=str))
 
 
-def submission(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
-    """The request ``topogov submit`` sends: (JSON body, query, headers). Argument combinations that
-    can never be right are usage errors here; everything else is the API's to judge."""
-    if args.fallback_after and not args.required_topology:
-        raise usage("--fallback-after needs --required-topology LEVEL")
+def _topology(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``topology`` object the flags ask for, when they need one (else the plain fields)."""
+    if args.slice_size is not None and not args.slice_level:
+        raise usage("--slice-size needs --slice-level LEVEL")
     topology: dict[str, Any] | None = None
     if args.topology:
         topology = {"mode": args.topology}
     elif args.fallback_after:
         topology = {"mode": "required", "level": args.required_topology, "fallbackAfter": args.fallback_after}
+    if args.slice_level:
+        if topology is None and args.required_topology:
+            topology = {"mode": "required", "level": args.required_topology}
+        if topology is None and args.preferred_topology:
+            topology = {"mode": "preferred", "level": args.preferred_topology}
+        if topology is None or topology["mode"] == "none":
+            raise usage(
+                "--slice-level needs --required-topology, --preferred-topology or --topology auto: the "
+                "slices are placed inside one domain of the job's level"
+            )
+        topology["slice"] = {"level": args.slice_level}
+        if args.slice_size is not None:
+            topology["slice"]["size"] = args.slice_size
+    return topology
+
+
+def submission(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+    """The request ``topogov submit`` sends: (JSON body, query, headers). Argument combinations that
+    can never be right are usage errors here; everything else is the API's to judge."""
+    if args.fallback_after and not args.required_topology:
+        raise usage("--fallback-after needs --required-topology LEVEL")
+    topology = _topology(args)
     if args.file:
         given = [_flag(k) for k in HIGH_LEVEL if getattr(args, k) is not None]
         if args.deep_health_check_passed_nodes_only:

@@ -4,8 +4,9 @@ submitted manifest is ``domain/manifests``'; rendering a high-level request, ``d
 Kueue reads (and only these are set): the ``kueue.x-k8s.io/queue-name`` and
 ``kueue.x-k8s.io/priority-class`` labels on the job, and the
 ``kueue.x-k8s.io/podset-required-topology`` / ``...-preferred-topology`` annotation (and, for a
-leader and its workers, ``kueue.x-k8s.io/podset-group-name``) on each pod template. Jobs are created
-suspended; Kueue unsuspends them on admission.
+leader and its workers, ``kueue.x-k8s.io/podset-group-name``; for pod-set slices,
+``kueue.x-k8s.io/podset-slice-required-topology`` and ``...-slice-size``) on each pod
+template. Jobs are created suspended; Kueue unsuspends them on admission.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from topogov.domain.labels import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
     REQUIRED_ANNOTATION,
+    SLICE_LEVEL_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
     SUBMITTED_BY_ANNOTATION,
     TOPOLOGY_MODE_LABEL,
 )
@@ -66,18 +69,21 @@ def complete_manifest(
     if kind.suspend is not None:
         _set_in(job, kind.suspend, True)
     topology = _topology_annotation(placement)
-    if kind is HYPERPOD_PYTORCH_JOB:  # hyp writes the topology on the object too
+    if kind is HYPERPOD_PYTORCH_JOB:  # hyp writes the topology on the object too (not slices: templates)
         annotations.pop(REQUIRED_ANNOTATION, None)
         annotations.pop(PREFERRED_ANNOTATION, None)
-        annotations.update(topology)
+        annotations.update({k: v for k, v in topology.items() if k in TOPOLOGY_KEYS})
     paths = [ps.path for ps in shape.pod_sets] if shape and shape.pod_sets else [("spec", "template")]
-    grouped = bool(shape and shape.grouped and topology)
+    # a pod-set group never has slices (Kueue's webhook refuses the pair; logic/admission.py refuses a
+    # slice on a grouped job before this)
+    grouped = bool(shape and shape.grouped and topology and not (placement and placement.slice_level))
     for path in paths:
         template = _get_in(job, path)
         _complete_template(template, queue, priority_class, topology, asked_mode, hyperpod, grouped)
     return job
 
 
+TOPOLOGY_KEYS = (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION)
 GROUP_NAME = "job"  # a pod-set group's name: any name but a number (kueue v0.17.0 tas_validation.go)
 
 
@@ -85,7 +91,11 @@ def _topology_annotation(placement: Placement | None) -> dict[str, str]:
     if placement is None or placement.mode == "none" or not placement.level:
         return {}
     key = REQUIRED_ANNOTATION if placement.mode == "required" else PREFERRED_ANNOTATION
-    return {key: placement.level}
+    out = {key: placement.level}
+    if placement.slice_level and placement.slice_size:
+        out[SLICE_LEVEL_ANNOTATION] = placement.slice_level
+        out[SLICE_SIZE_ANNOTATION] = str(placement.slice_size)
+    return out
 
 
 def _complete_template(
@@ -106,7 +116,7 @@ def _complete_template(
         pod_labels[QUEUE_LABEL] = queue
         pod_labels[PRIORITY_LABEL] = priority_class
     annotations = tmeta["annotations"] = tmeta.get("annotations") or {}
-    for key in (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION, GROUP_ANNOTATION):
+    for key in (*TOPOLOGY_KEYS, GROUP_ANNOTATION, SLICE_LEVEL_ANNOTATION, SLICE_SIZE_ANNOTATION):
         annotations.pop(key, None)
     annotations.update(topology)
     if topology and grouped:

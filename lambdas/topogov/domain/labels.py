@@ -46,6 +46,12 @@ PREFERRED_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 # Two pod sets of one job placed as one (a leader and its workers): Kueue v0.17.0
 # ``apis/kueue/v1beta2/topology_types.go`` (PodSetGroupName), ``pkg/controller/jobframework/tas.go``
 GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
+# Pod-set slices: every SLICE_SIZE consecutive pods (by completion index) in one domain of the slice
+# level, inside the pod set's own level. Kueue v0.17.0 ``apis/kueue/v1beta2/topology_types.go``
+# (PodSetSliceRequiredTopologyAnnotation, PodSetSliceSizeAnnotation); read for every kind with no
+# feature gate; never with a pod-set group (``pkg/controller/jobframework/tas_validation.go``).
+SLICE_LEVEL_ANNOTATION = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE_ANNOTATION = "kueue.x-k8s.io/podset-slice-size"
 WORKLOAD_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
 # Kubernetes' own: the Job controller's labels on its pods, the namespace's name label, the

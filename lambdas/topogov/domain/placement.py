@@ -145,6 +145,10 @@ class CapacityIndex:
     def _nodes(self) -> list[NodeCapacity]:
         return list(self._by_name.values())
 
+    def nodes_of(self, instance_type: str) -> list[NodeCapacity]:
+        """The nodes of one instance type (a flavor's, before its Topology's depth is checked)."""
+        return [n for n in self._by_name.values() if n.instance_type == instance_type]
+
     def _flavor_depth(self, node: NodeCapacity) -> int | None:
         flavor = self.flavors.get(node.instance_type)
         if flavor is None or len(node.path) < flavor.depth:
@@ -257,39 +261,29 @@ class CapacityIndex:
         return self._by_level
 
     def kueue_pick(
-        self, level: str, per_pod: Resources, pods: int, instance_type: str | None
+        self,
+        level: str,
+        per_pod: Resources,
+        pods: int,
+        instance_type: str | None,
+        slices: tuple[str, int] | None = None,
     ) -> KueuePick | None:
-        """Where Kueue v0.17's BestFit would put ``pods`` pods requiring one domain of ``level`` now,
-        per the model (``kueue_model.find_assignment``) on the snapshot's nodes, flavor by flavor in
-        the order the ClusterQueues list them; None when no flavor has room now."""
-        from topogov.domain.kueue import topology_levels, topology_name
-        from topogov.domain.kueue_model import (
-            FlavorTree,
-            ResourceFlavor,
-            TASRequest,
-            Topology,
-            TopologyRequest,
-            find_assignment,
-            requests_from,
-        )
-        from topogov.domain.kueue_model.convert import nodes_of
-        from topogov.domain.labels import INSTANCE_TYPE_LABEL
+        """Where Kueue v0.17's BestFit would put ``pods`` pods requiring one domain of ``level`` now
+        (``slices``: every ``size`` consecutive pods in one domain of a slice level too), per the model
+        (``kueue_model.find_assignment``) on the snapshot's nodes, flavor by flavor in the order the
+        ClusterQueues list them; None when no flavor has room now."""
+        from topogov.domain.kueue_model import TASRequest, TopologyRequest, find_assignment, requests_from
 
         types = [instance_type] if instance_type else sorted(self.flavors)
         for itype in types:
             flavor = self.flavors.get(itype or "")
-            if flavor is None or level not in flavor.levels:
+            if flavor is None or level not in flavor.levels or (slices and slices[0] not in flavor.levels):
                 continue
-            tree = self._trees.get(flavor.instance_type)
-            if tree is None:
-                members = [n for n in self._nodes if n.instance_type == flavor.instance_type]
-                model_nodes, busy = nodes_of(members)
-                topo = Topology(topology_name(flavor.depth), tuple(topology_levels(flavor.depth)))
-                rf = ResourceFlavor(
-                    flavor.instance_type, {INSTANCE_TYPE_LABEL: flavor.instance_type}, topo.name
-                )
-                tree = self._trees[flavor.instance_type] = FlavorTree(rf, topo, model_nodes, busy)
-            request = TASRequest("main", pods, requests_from(per_pod), TopologyRequest(required=level))
+            tree = self._flavor_tree(flavor.instance_type)
+            asked = TopologyRequest(required=level)
+            if slices is not None:
+                asked = TopologyRequest(required=level, slice_level=slices[0], slice_size=slices[1])
+            request = TASRequest("main", pods, requests_from(per_pod), asked)
             placed = find_assignment(tree, request).assignment
             if placed is None:
                 continue
@@ -309,6 +303,22 @@ class CapacityIndex:
             room = sum(1 for n in inside if _fits(n, per_pod))
             return KueuePick(flavor.instance_type, domain, hosts, len(inside), room)
         return None
+
+    def _flavor_tree(self, instance_type: str) -> Any:
+        """The Kueue model's tree of one flavor's nodes (made once per index and flavor)."""
+        from topogov.domain.kueue import topology_levels, topology_name
+        from topogov.domain.kueue_model import FlavorTree, ResourceFlavor, Topology
+        from topogov.domain.kueue_model.convert import nodes_of
+        from topogov.domain.labels import INSTANCE_TYPE_LABEL
+
+        tree = self._trees.get(instance_type)
+        if tree is None:
+            flavor = self.flavors[instance_type]
+            model_nodes, busy = nodes_of(self.nodes_of(instance_type))
+            topo = Topology(topology_name(flavor.depth), tuple(topology_levels(flavor.depth)))
+            rf = ResourceFlavor(instance_type, {INSTANCE_TYPE_LABEL: instance_type}, topo.name)
+            tree = self._trees[instance_type] = FlavorTree(rf, topo, model_nodes, busy)
+        return tree
 
     def eligible(self, instance_type: str | None = None) -> list[str]:
         """The flavors a job may get: the one of its instance type, or every flavor."""
@@ -425,6 +435,72 @@ class CapacityIndex:
                 if nodes and better(pods, domain):
                     best = DomainFit(label, domain, pods, nodes, flavor)
         return best
+
+
+@dataclass(frozen=True, slots=True)
+class SlicePods:
+    """How a level's domains hold pods of one kind per domain of a tighter slice level: Kueue counts a
+    slice-level domain as ``pods // size`` slices, a domain above it as the sum of its children's
+    (kueue v0.17.0 ``pkg/cache/scheduler/tas_flavor_snapshot.go``, ``fillInCountsHelper``'s
+    ``sliceState``). ``children``: per domain of the level, the pods each of its slice-level domains
+    holds (one flavor's nodes each)."""
+
+    level: str
+    slice_level: str
+    children: dict[str, list[int]]
+
+    @property
+    def largest_slice_domain(self) -> int:
+        """The pods the largest slice-level domain holds: no slice can be larger."""
+        return max((p for pods in self.children.values() for p in pods), default=0)
+
+    def best(self, size: int) -> tuple[str | None, int]:
+        """The domain of the level holding the most slices of ``size`` pods, and how many."""
+        best: tuple[str | None, int] = (None, 0)
+        for domain in sorted(self.children):
+            held = sum(p // size for p in self.children[domain])
+            if best[0] is None or held > best[1]:
+                best = (domain, held)
+        return best
+
+
+def slice_pods(
+    index: CapacityIndex,
+    level: str,
+    slice_level: str,
+    pod: Resources,
+    *,
+    now: bool,
+    instance_type: str | None = None,
+) -> SlicePods:
+    """:class:`SlicePods` of ``level`` and ``slice_level`` over the flavors a job may get, node by node
+    (a slice decision is rare: once per submission that asks for slices or that ``auto`` slices)."""
+    per: dict[tuple[str, str], dict[str, int]] = {}
+    for flavor in index.eligible(instance_type):
+        levels = index.flavor_levels(flavor)
+        if level not in levels or slice_level not in levels:
+            continue
+        depth = index.flavors[flavor].depth
+        for node in index.nodes_of(flavor):
+            if len(node.path) < depth:
+                continue
+            parent = node.name if level == HOSTNAME_LABEL else node.path[levels.index(level)]
+            child = node.name if slice_level == HOSTNAME_LABEL else node.path[levels.index(slice_level)]
+            fits = pods_fit(node.allocatable - node.used if now else node.allocatable, pod)
+            counts = per.setdefault((flavor, parent), {})
+            counts[child] = counts.get(child, 0) + fits
+    children: dict[str, list[int]] = {}
+    for (_, parent), counts in per.items():  # a domain's pods are one flavor's: the larger, if two share it
+        pods = list(counts.values())
+        if sum(pods) > sum(children.get(parent, [])):
+            children[parent] = pods
+    return SlicePods(level, slice_level, children)
+
+
+def tighter_or_equal(index: CapacityIndex, inner: str, outer: str, instance_type: str | None = None) -> bool:
+    """Is level ``inner`` tighter than or the same as ``outer`` (hostname is the tightest)?"""
+    order = index.levels(instance_type)
+    return inner in order and outer in order and order.index(inner) <= order.index(outer)
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,9 +118,26 @@ class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
+class SliceSpec(Strict):
+    """Pod-set slices: every ``size`` consecutive pods (by completion index) in one domain of
+    ``level``, a level tighter than or equal to the job's (Kueue's ``podset-slice-*`` annotations)."""
+
+    level: Level
+    size: Annotated[StrictInt, Field(ge=1, le=10_000)] | None = Field(
+        None,
+        description="pods per slice; default: the largest that divides the job's pod count and that a "
+        "domain of the slice level holds",
+    )
+
+
 class TopologySpec(Strict):
     mode: Literal["required", "preferred", "auto", "none"]
     level: Level | None = None
+    slice: SliceSpec | None = Field(
+        None,
+        description="every slice.size consecutive pods in one domain of slice.level, the whole job in one "
+        "domain of its level (required, preferred or auto's)",
+    )
     fallbackAfter: StrictStr | None = Field(
         None, description="required only: relax to preferred after this long"
     )
@@ -140,6 +157,8 @@ class TopologySpec(Strict):
             raise ValueError(f"mode {self.mode!r} takes no level")
         if self.fallbackAfter is not None and self.mode != "required":
             raise ValueError("fallbackAfter applies to mode 'required' only")
+        if self.slice is not None and self.mode == "none":
+            raise ValueError("mode 'none' takes no slice: slices are placed inside the job's level")
         return self
 
 
@@ -274,6 +293,10 @@ class TopologyDecision(BaseModel):
     nodes_now: list[str] | None = Field(None, description="the nodes that placement would use")
     reason: str
     fallback_after_s: int | None = None
+    slice_level: str | None = Field(
+        None, description="pod-set slices: every slice_size consecutive pods in one domain of this level"
+    )
+    slice_size: int | None = Field(None, description="pods per slice (with slice_level)")
 
 
 class PodSetDecision(BaseModel):

@@ -19,6 +19,7 @@ from topogov.domain.errors import (
 )
 from topogov.domain.hyperpod.mapping import workload_priority_class
 from topogov.domain.jobs import complete_manifest
+from topogov.domain.labels import SLICE_LEVEL_ANNOTATION, SLICE_SIZE_ANNOTATION
 from topogov.domain.manifests import (
     JobShape,
     ManifestProblem,
@@ -36,6 +37,8 @@ from topogov.domain.placement import (
     level_name,
     required_feasibility,
     resolve_level,
+    slice_pods,
+    tighter_or_equal,
 )
 from topogov.domain.podrequests import NamespaceDefaults
 from topogov.domain.policy import Caller, Policy, Team
@@ -47,6 +50,7 @@ from topogov.domain.submission import (
     ManifestRequest,
     PodSetDecision,
     QuotaArithmetic,
+    SliceSpec,
     TopologyDecision,
     TopologySpec,
     parse_duration,
@@ -174,25 +178,25 @@ def decide(
     priority = _priority(team_name, team, asked_priority)
     total = shape.total
     _refuse_never_admissible(team_name, team, total)
-    topo = topology_decision(spec, shape, index if callable(index) else (lambda: index), where_now=where_now)
-    if pinned and topo.level:
-        topo.reason += pinned
+    index_of, fields = (index if callable(index) else (lambda: index)), _slice_fields(request, shape)
+    topo = topology_decision(spec, shape, index_of, where_now=where_now, slice_fields=fields)
+    topo.reason += pinned if topo.level else ""
     manifest = complete_manifest(
         base,
         namespace=team.namespace,
         queue=team.local_queue,
         priority_class=workload_priority_class(priority) if hyperpod else priority,
-        placement=Placement(topo.mode, topo.level) if topo.level else None,
+        placement=Placement(topo.mode, topo.level, topo.slice_level, topo.slice_size) if topo.level else None,
         submitted_by=caller.arn,
         asked_mode=asked_mode,
         hyperpod=hyperpod,
         shape=shape,
     )
-    cap = team.max_in_flight_resources
     decision = _decision(policy, team_name, team, priority, shape, topo)
     if rendered is not None:
         decision.rendered_as = rendered.why
-    return Admission(decision, manifest, shape, total, cap, rendered.companions if rendered else ())
+    cap, companions = team.max_in_flight_resources, rendered.companions if rendered else ()
+    return Admission(decision, manifest, shape, total, cap, companions)
 
 
 def _decision(
@@ -254,12 +258,31 @@ def _shape_of(
     if spec is not None and shape.placement is not None:
         raise ValidationFailed("topology", "the manifest already carries a topology annotation")
     if spec is None:
+        asked = shape.placement
         spec = (
-            TopologySpec(mode=shape.placement.mode, level=shape.placement.level)  # type: ignore[arg-type]
-            if shape.placement
+            TopologySpec(
+                mode=asked.mode,  # type: ignore[arg-type]
+                level=asked.level,
+                slice=SliceSpec(level=asked.slice_level, size=asked.slice_size)
+                if asked.slice_level
+                else None,
+            )
+            if asked
             else TopologySpec(mode="none")
         )
     return dict(manifest), shape, shape.priority_class, spec
+
+
+SLICE_FIELDS = ("topology.slice.level", "topology.slice.size")
+
+
+def _slice_fields(request: JobRequest | ManifestRequest, shape: JobShape) -> tuple[str, str]:
+    """The fields a refused slice is named by: the request's ``topology.slice``, or the manifest's
+    annotations that asked for it."""
+    if isinstance(request, JobRequest) or request.topology is not None or not shape.pod_sets:
+        return SLICE_FIELDS
+    at = f"{shape.pod_sets[0].field}.metadata.annotations"
+    return f"{at}.{SLICE_LEVEL_ANNOTATION}", f"{at}.{SLICE_SIZE_ANNOTATION}"
 
 
 def _check_request(request: JobRequest, team: Team) -> None:
@@ -427,12 +450,45 @@ def placement_units(shape: JobShape) -> list[Unit]:
 
 
 def topology_decision(
-    spec: TopologySpec, shape: JobShape, index_of: Callable[[], CapacityIndex], *, where_now: bool = True
+    spec: TopologySpec,
+    shape: JobShape,
+    index_of: Callable[[], CapacityIndex],
+    *,
+    where_now: bool = True,
+    slice_fields: tuple[str, str] = SLICE_FIELDS,
 ) -> TopologyDecision:
     """The topology the job gets: none; ``auto`` (the tightest level that holds it, preferred); or
     the asked level, preferred or required (refused when no domain of it can ever hold the job).
     ``index_of`` is called only when a topology is asked for. A job of several pod sets is held to
-    it unit by unit (:func:`placement_units`): its group in one domain, each other pod set in one."""
+    it unit by unit (:func:`placement_units`): its group in one domain, each other pod set in one.
+    Then its pod-set slices (:func:`slice_decision`): asked, or ``auto``'s when the job is wider than
+    one domain of the level below the one it gets."""
+    once: list[CapacityIndex] = []
+
+    def index() -> CapacityIndex:  # one snapshot for the level and the slices
+        if not once:
+            once.append(index_of())
+        return once[0]
+
+    topo = _level_decision(spec, shape, index, where_now=where_now)
+    if spec.slice is None and (spec.mode != "auto" or topo.level is None):
+        return topo
+    topo = slice_decision(spec.slice, topo, shape, index(), slice_fields, auto=spec.mode == "auto")
+    units = placement_units(shape)
+    if where_now and topo.level and topo.slice_level and topo.slice_size and len(units) == 1:
+        # where Kueue would place it now, slices and all (the model's find_slice_assignment)
+        unit = units[0]
+        slices = (topo.slice_level, topo.slice_size)
+        pick = index().kueue_pick(topo.level, unit.pod, unit.count, unit.instance_type, slices)
+        topo.domain_now = pick.domain if pick else None
+        topo.nodes_now = list(pick.nodes) if pick else None
+    return topo
+
+
+def _level_decision(
+    spec: TopologySpec, shape: JobShape, index_of: Callable[[], CapacityIndex], *, where_now: bool = True
+) -> TopologyDecision:
+    """:func:`topology_decision`'s level: none, auto's, or the asked one."""
     if spec.mode == "none":
         return TopologyDecision(mode="none", level=None, reason="no topology asked")
     index = index_of()
@@ -584,3 +640,184 @@ def _infeasible(level: str, unit: Unit, feas: Feasibility, several: bool) -> Top
             "tightest_domain": alt.fit.domain if alt.fit else None,
         },
     )
+
+
+# -- pod-set slices ------------------------------------------------------------------------------
+NO_SLICE_WITH_GROUP = (
+    "a pod-set group cannot be sliced: Kueue v0.17.0's job webhook refuses "
+    "kueue.x-k8s.io/podset-group-name beside kueue.x-k8s.io/podset-slice-required-topology "
+    "(tas_validation.go), and Topogov places this job's {names} as one group (its leader beside its "
+    "workers); render it as an Indexed Job (render_as: job) or submit its workers alone to slice them"
+)
+REMAINDER = (
+    "{count} pods are not a whole number of slices of {size}: Kueue v0.17.0 admits such a job with quota "
+    "for every pod but places whole slices only, and its ungater fails on the remaining pods, so the job "
+    "would hold its quota and never start; use a size that divides {count}"
+)
+
+
+def slice_decision(
+    asked: SliceSpec | None,
+    topo: TopologyDecision,
+    shape: JobShape,
+    index: CapacityIndex,
+    fields: tuple[str, str] = SLICE_FIELDS,
+    *,
+    auto: bool = False,
+) -> TopologyDecision:
+    """The job's pod-set slices: every ``size`` consecutive pods (by completion index) in one domain of
+    the slice level, inside one domain of the job's level. ``asked``: checked as Kueue's webhook
+    checks it and for feasibility (a size of None: the largest that divides every pod set's count and
+    that the slice level's domains hold); else ``auto``'s, when a tighter level than the job's cannot
+    hold it whole (:func:`_auto_slices`)."""
+    units = placement_units(shape)
+    if asked is None:
+        return _auto_slices(topo, units, index)
+    level_field, size_field = fields
+    if topo.level is None:
+        raise ValidationFailed(
+            level_field, f"a slice is placed inside one domain of the job's level: {topo.reason}"
+        )
+    if shape.grouped or any(u.leader is not None for u in units):
+        names = " and ".join(next(u.names for u in units if len(u.names) > 1))
+        raise ValidationFailed(level_field, NO_SLICE_WITH_GROUP.format(names=names))
+    label = _slice_level(asked, topo, shape, index, level_field, auto=auto)
+    size = asked.size
+    if size is not None:
+        for unit in units:
+            if unit.count % size:
+                raise ValidationFailed(size_field, REMAINDER.format(count=unit.count, size=size))
+    size, why = _sized(
+        index, topo.level, label, units, size, required=topo.mode == "required", field=size_field
+    )
+    topo.slice_level, topo.slice_size = label, size
+    topo.reason += (
+        f"; in slices of {size} consecutive pods (by completion index), each slice in one "
+        f"{level_name(label)} domain ({why}); slices are always required (Kueue has no preferred slice)"
+    )
+    return topo
+
+
+def _slice_level(
+    asked: SliceSpec, topo: TopologyDecision, shape: JobShape, index: CapacityIndex, field: str, *, auto: bool
+) -> str:
+    """The asked slice level: one Topogov knows, that every flavor the job may get has, and tighter than
+    or the same as the job's level (``auto``'s level is raised to it, rather than refused)."""
+    assert topo.level is not None
+    try:
+        label = resolve_level(asked.level)
+    except UnknownLevel as exc:
+        raise ValidationFailed(field, str(exc)) from None
+    for unit in placement_units(shape):
+        if not index.has_level(label, unit.instance_type):
+            missing = _no_such_level(index, label, shape)
+            missing.details["field"] = field
+            raise missing
+        if auto and not tighter_or_equal(index, label, topo.level, unit.instance_type):
+            topo.reason += f"; raised to {level_name(label)}, the level of the slices asked for"
+            topo.level = label
+        if not tighter_or_equal(index, label, topo.level, unit.instance_type):
+            raise ValidationFailed(
+                field,
+                f"{level_name(label)} is wider than the job's level {level_name(topo.level)}: a slice's "
+                "level must be tighter than or the same as the level that holds the whole job",
+            )
+    return label
+
+
+def _divisors(units: list[Unit]) -> list[int]:
+    """The sizes that divide every pod set's count, largest first."""
+    counts = [u.count for u in units]
+    return [d for d in range(min(counts), 0, -1) if all(c % d == 0 for c in counts)]
+
+
+def _sized(
+    index: CapacityIndex,
+    level: str,
+    slice_level: str,
+    units: list[Unit],
+    size: int | None,
+    *,
+    required: bool,
+    field: str,
+) -> tuple[int, str]:
+    """The slice size (``size``, else the largest that divides every pod set's count and fits) and why
+    it fits: a domain of the slice level holds a slice, by allocatable capacity; when the job's level is
+    required, a domain of it holds all its slices (the model's count, as Kueue's ``sliceState``)."""
+    fits = [
+        slice_pods(index, level, slice_level, u.pod, now=False, instance_type=u.instance_type) for u in units
+    ]
+    largest = min(f.largest_slice_domain for f in fits)
+    for candidate in [size] if size is not None else _divisors(units):
+        if candidate > largest:
+            continue
+        held = [f.best(candidate) for f in fits]
+        short = [(u, h) for u, h in zip(units, held, strict=True) if h[1] < u.count // candidate]
+        if required and short:
+            continue
+        domain = held[0][0]
+        return candidate, (
+            ("as asked" if size is not None else f"the largest that divides the pod count and fits a "
+             f"{level_name(slice_level)} domain, whose largest holds {largest} pods")
+            + (f"; {domain} holds all {units[0].count // candidate} slices when empty" if not short else
+               f"; no {level_name(level)} domain holds all {units[0].count // candidate} slices: the level "
+               "is preferred, so Kueue places them in as few domains as it can")
+        )  # fmt: skip
+    if size is not None and size > largest:
+        raise TopologyInfeasible(
+            f"no {level_name(slice_level)} domain can ever hold a slice of {size} pods: the largest holds "
+            f"{largest}",
+            {"field": field, "slice_level": slice_level, "slice_size": size, "largest_domain_holds": largest},
+        )
+    best = fits[0].best(size or 1)
+    raise TopologyInfeasible(
+        f"no {level_name(level)} domain can ever hold all {units[0].count} pods in slices of "
+        f"{size or 'any size'} each in one {level_name(slice_level)} domain: the best ({best[0]}) holds "
+        f"{best[1]} slices" + ("" if size else " of 1"),
+        {
+            "field": field,
+            "level": level,
+            "slice_level": slice_level,
+            "slice_size": size,
+            "largest_domain": best[0],
+        },
+    )
+
+
+def _auto_slices(topo: TopologyDecision, units: list[Unit], index: CapacityIndex) -> TopologyDecision:
+    """``auto``'s slices: when the job's level is not the tightest (no domain of the level below holds
+    it whole), its pods in slices at that level below, of the largest size that divides the pod count
+    and that one of its domains holds (per node capacity: allocatable) while a domain of the job's
+    level holds every slice. None for a pod-set group (Kueue v0.17.0 cannot slice one), a job of
+    several pod sets, or when no slice of two pods or more fits."""
+    if topo.level is None or len(units) != 1 or units[0].leader is not None or units[0].count < 2:
+        if topo.level is not None and any(u.leader is not None for u in units):
+            topo.reason += "; not sliced: " + NO_SLICE_WITH_GROUP.format(names=" and ".join(units[0].names))
+        return topo
+    unit = units[0]
+    order = index.levels(unit.instance_type)
+    if topo.level not in order or order.index(topo.level) == 0:
+        return topo
+    below = order[order.index(topo.level) - 1]
+    fits = slice_pods(index, topo.level, below, unit.pod, now=False, instance_type=unit.instance_type)
+    largest = fits.largest_slice_domain
+    for size in _divisors(units):
+        if size < 2 or size >= unit.count:
+            continue
+        domain, held = fits.best(size)
+        if size <= largest and held >= unit.count // size:
+            topo.slice_level, topo.slice_size = below, size
+            wide = (
+                f"no {level_name(below)} domain has room for all {unit.count} pods now"
+                if largest >= unit.count
+                else f"no {level_name(below)} domain holds all {unit.count} pods (the largest: {largest})"
+            )
+            topo.reason += (
+                f"; {wide}, so every {size} consecutive pods (by completion index) go in one "
+                f"{level_name(below)} domain: the largest slice that divides {unit.count} and that a "
+                f"{level_name(below)} domain holds ({domain} holds all {unit.count // size} slices when "
+                "empty); slices are required (Kueue has no preferred slice): the job waits for a slice's "
+                "room in a domain"
+            )
+            return topo
+    return topo

@@ -132,9 +132,21 @@ def fall_back(
             f"not admitted {int(after)}s after submission (deadline {_stamp(deadline)}): the Job was still "
             f"suspended, so its pods now prefer {level} instead of requiring it"
             + (f"; it was pending: {why}" if why else "")
+            + _slices_kept(topo)
         ),
     }
     return ledger.record_fallback(team, record["name"], fallback)
+
+
+def _slices_kept(topo: dict[str, Any]) -> str:
+    """What a fallback does to a job's pod-set slices: nothing. Kueue v0.17.0 has no preferred slice
+    (``podset-slice-required-topology`` only), so only the job's level is relaxed."""
+    if not topo.get("slice_level"):
+        return ""
+    return (
+        f"; its slices of {topo.get('slice_size')} pods stay required at {topo['slice_level']} (Kueue has "
+        "no preferred slice)"
+    )
 
 
 RECENT_RUNS = 50  # the run times kept per team and GPU count for the start estimates

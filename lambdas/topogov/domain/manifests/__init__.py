@@ -20,6 +20,8 @@ from topogov.domain.labels import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
     REQUIRED_ANNOTATION,
+    SLICE_LEVEL_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
 )
 from topogov.domain.manifests.kinds import pod_templates, rules_for
 from topogov.domain.manifests.metadata import checked_object_metadata
@@ -96,18 +98,25 @@ def _template_queue(ref: TemplateRef, team_queue: str) -> None:
 
 def _one_placement(pod_sets: list[PodSet], annotations: Mapping[str, Any], field: str) -> Placement | None:
     """The topology the job asks for: Topogov decides one for the whole job, so every template that
-    asks one (and the object, for a kind whose object carries it) asks the same."""
+    asks one (and the object, for a kind whose object carries it: its level, never slices) asks the
+    same."""
     asked = [(ps.field, ps.placement) for ps in pod_sets if ps.placement is not None]
     on_object = _placement_of(annotations, field)
     if on_object is not None:
-        asked.insert(0, (field, on_object))
+        level_only = [(where, Placement(p.mode, p.level)) for where, p in asked]
+        for where, placement in level_only:
+            if placement != on_object:
+                raise ManifestProblem(
+                    f"{where}.metadata.annotations",
+                    f"asks another topology than {field}: Topogov decides one topology for the whole job",
+                )
     for where, placement in asked[1:]:
         if placement != asked[0][1]:
             raise ManifestProblem(
-                f"{where}.metadata.annotations" if where != field else where,
+                f"{where}.metadata.annotations",
                 f"asks another topology than {asked[0][0]}: Topogov decides one topology for the whole job",
             )
-    return asked[0][1] if asked else None
+    return asked[0][1] if asked else on_object
 
 
 def _pod_set(ref: TemplateRef, defaults: NamespaceDefaults) -> PodSet:
@@ -126,7 +135,8 @@ def _pod_set(ref: TemplateRef, defaults: NamespaceDefaults) -> PodSet:
 
 
 def _placement_of(annotations: Mapping[str, Any], field: str) -> Placement | None:
-    """The topology the manifest asks for with Kueue's annotations: one of required or preferred."""
+    """The topology the manifest asks for with Kueue's annotations: one of required or preferred, and
+    optionally slices inside it (:func:`_slice_of`)."""
     from topogov.domain.placement import UnknownLevel, resolve_level
 
     placement = None
@@ -139,7 +149,45 @@ def _placement_of(annotations: Mapping[str, Any], field: str) -> Placement | Non
             if placement is not None:
                 raise ManifestProblem(field, "set either the required or the preferred topology")
             placement = Placement(mode, level)
-    return placement
+    sliced = _slice_of(annotations, field)
+    if sliced is None:
+        return placement
+    if placement is None:
+        raise ManifestProblem(
+            f"{field}.{SLICE_LEVEL_ANNOTATION}",
+            f"needs {REQUIRED_ANNOTATION} or {PREFERRED_ANNOTATION} beside it: Topogov places a sliced job "
+            "inside one domain of a level (or ask topology {mode: auto, slice} beside the manifest)",
+        )
+    return Placement(placement.mode, placement.level, *sliced)
+
+
+def _slice_of(annotations: Mapping[str, Any], field: str) -> tuple[str, int] | None:
+    """Kueue's pod-set slice annotations, checked as its job webhook checks them (kueue v0.17.0
+    ``pkg/controller/jobframework/tas_validation.go``): both or neither, the size an integer of at
+    least 1, the level one Topogov knows."""
+    from topogov.domain.placement import UnknownLevel, resolve_level
+
+    level, size = annotations.get(SLICE_LEVEL_ANNOTATION), annotations.get(SLICE_SIZE_ANNOTATION)
+    if level is None and size is None:
+        return None
+    if level is None:
+        raise ManifestProblem(
+            f"{field}.{SLICE_SIZE_ANNOTATION}", f"may not be set when {SLICE_LEVEL_ANNOTATION} is not"
+        )
+    if size is None:
+        raise ManifestProblem(
+            f"{field}.{SLICE_SIZE_ANNOTATION}", f"must be set with {SLICE_LEVEL_ANNOTATION}"
+        )
+    try:
+        label = resolve_level(str(level))
+    except UnknownLevel as exc:
+        raise ManifestProblem(f"{field}.{SLICE_LEVEL_ANNOTATION}", str(exc)) from None
+    text = str(size).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ManifestProblem(
+            f"{field}.{SLICE_SIZE_ANNOTATION}", f"must be a whole number of at least 1, got {size!r}"
+        )
+    return label, int(text)
 
 
 def manifest_namespace(manifest: Any) -> str | None:

@@ -345,7 +345,7 @@ def _hyperpod_templates(manifest: Mapping[str, Any], base: str) -> list[Template
     return refs
 
 
-HYPERPOD_KEYS = TOPOLOGY_KEYS | {QUEUE_LABEL, PRIORITY_LABEL}
+HYPERPOD_KEYS = TEMPLATE_KUEUE_KEYS | {QUEUE_LABEL, PRIORITY_LABEL}
 RULES = (
     KindRules(BATCH_JOB, _job_templates),
     KindRules(PYTORCH_JOB, _pytorchjob_templates),

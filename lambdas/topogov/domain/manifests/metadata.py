@@ -7,9 +7,10 @@ the member does not own, or keeping it alive past its cancel), ``finalizers`` wo
 pods' GPUs) after a cancel, and the server-set fields (``uid``, ``resourceVersion``,
 ``managedFields``, ...) are not a submitter's. Of Kueue's keys (``kueue.x-k8s.io/``) only those
 Topogov decides itself are accepted, each validated (the queue, the priority class, the topology
-request): the others change how Kueue admits the job (``prebuilt-workload-name`` adopts another
-Workload, ``job-min-parallelism`` makes it partially admissible, ``elastic-job``...). Topogov's own
-keys (``topogov.io/``) and its managed-by label are its own to write.
+request, its pod-set slices): the others change how Kueue admits the job
+(``prebuilt-workload-name`` adopts another Workload, ``job-min-parallelism`` makes it partially
+admissible, ``elastic-job``...). Topogov's own keys (``topogov.io/``) and its managed-by label are its
+own to write.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from topogov.domain.labels import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
     REQUIRED_ANNOTATION,
+    SLICE_LEVEL_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
     TOPOGOV_KEY_PREFIX,
 )
 from topogov.domain.manifests.shape import ManifestProblem
@@ -34,9 +37,12 @@ DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 # The Kueue keys a submission may carry, where: the queue and priority labels on the object, the
-# topology request on a pod template. Topogov validates each and writes the decided value itself.
+# topology request (and its pod-set slices) on a pod template. Topogov validates each and writes the
+# decided value itself.
 OBJECT_KUEUE_KEYS = frozenset({QUEUE_LABEL, PRIORITY_LABEL})
-TEMPLATE_KUEUE_KEYS = frozenset({REQUIRED_ANNOTATION, PREFERRED_ANNOTATION})
+TEMPLATE_KUEUE_KEYS = frozenset(
+    {REQUIRED_ANNOTATION, PREFERRED_ANNOTATION, SLICE_LEVEL_ANNOTATION, SLICE_SIZE_ANNOTATION}
+)
 OBJECT_METADATA = frozenset({"name", "namespace", "labels", "annotations"})
 TEMPLATE_METADATA = frozenset({"labels", "annotations"})
 

@@ -26,6 +26,8 @@ class ManifestProblem(ValueError):
 class Placement:
     mode: str  # required | preferred | none
     level: str | None  # label key
+    slice_level: str | None = None  # label key: every slice_size consecutive pods in one such domain
+    slice_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -347,9 +347,11 @@ class Simulation:
             else TopologyRequest(preferred=topo.level) if topo.mode == "preferred"
             else None
         )  # fmt: skip
+        if request is not None and topo.slice_level and topo.slice_size:  # its pod-set slices, as written
+            request = replace(request, slice_level=topo.slice_level, slice_size=topo.slice_size)
         selector = {INSTANCE_TYPE_LABEL: job.instance_type} if job.instance_type else {}
         shape = admission.shape
-        group = GROUP_NAME if shape.grouped and request is not None else None
+        group = GROUP_NAME if shape.grouped and request is not None and not topo.slice_level else None
         pod_sets = tuple(
             PodSet(
                 ps.count,
