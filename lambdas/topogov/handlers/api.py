@@ -171,12 +171,15 @@ def _no_route(exc: Exception) -> Response[str]:
 
 
 def metrics_code(code: str, status: int) -> None:
-    """An answer other than success: ``Status4xx``/``Status5xx`` with the request's other metrics, and
-    ``Refused`` by ``Code`` (``TOPOLOGY_INFEASIBLE``, ``CAP_EXCEEDED``, ...) in a metric of its own, so
-    a dashboard can tell what users are refused most without reading the logs."""
+    """An answer's status class (``Status2xx``, ``Status4xx``...) with the request's other metrics; a
+    refusal also as ``Refused`` by ``Code`` (``TOPOLOGY_INFEASIBLE``, ``CAP_EXCEEDED``...) in a metric
+    of its own, so a dashboard tells what users are refused most without reading the logs."""
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
     metrics.add_metric(name=f"Status{status // 100}xx", unit=MetricUnit.Count, value=1)
+    if status < 400 or is_metrics_disabled():  # single_metric flushes on its own, ignoring the switch
+        return
     with single_metric(
         name="Refused",
         unit=MetricUnit.Count,
