@@ -7,6 +7,8 @@ lands where one pod set of all of them would, on any fleet."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -352,3 +354,72 @@ def test_a_group_placed_on_no_domain_is_rejected_retried_and_lets_the_queue_behi
     placed = cluster.admitted()["g"]
     assert [ps.pods for ps in placed.pod_sets] == [("y1",), ("y2", "y3")]
     assert not cluster.pending()
+
+
+def test_two_groups_placed_on_no_domain_take_turns_at_the_head_and_the_queue_behind_waits():
+    """Two such groups head their queue by priority: each cycle pops the one not rejected in the cycle
+    before, so they take turns and a Job behind them is never tried (Kueue retries both in every
+    cycle so, until the cluster changes so that one is placed). The model settles instead of cycling
+    without end."""
+    from topogov.domain.kueue_model import PodSet, Workload
+
+    nodes = [host("b1", "r1", f"x{i}", 64, 8) for i in (1, 2)] + [host("b1", "r1", "x3", 64, 0)]
+    nodes += [host("b1", "r2", f"y{i}", 64, 8) for i in (1, 2, 3)]
+    cluster = group_cluster(nodes, 1000)
+    tr = TR(required=RACK)
+    cluster.submit(Workload("busy", "q", (PodSet(3, {"cpu": 1000, GPU: 8}, "main", tr),), created=0.0))
+    cluster.settle(0.0)
+    cluster.submit(group_workload("g1", 1.0, ("master", 1, 8), ("worker", 2, 8)))
+    cluster.submit(group_workload("g2", 1.5, ("master", 1, 8), ("worker", 2, 8)))
+    cluster.submit(Workload("after", "q", (PodSet(2, {"cpu": 1000, GPU: 8}, "main", tr),), created=2.0))
+    cluster.settle(2.0)
+    pending = cluster.pending()
+    assert pending["g1"].rejected and pending["g2"].rejected
+    assert (pending["after"].reason, pending["after"].message) == ("", "")  # never tried
+    assert not cluster.has_heads()
+    cluster.finish("busy", 3.0)  # rack r2 frees up, but BestFit still takes r1 for the faulty count
+    cluster.settle(3.0)
+    assert not cluster.admitted() and cluster.pending()["g1"].rejected and not cluster.has_heads()
+
+
+def test_a_group_that_preempts_and_is_then_rejected_is_cut_as_a_livelock():
+    """A group short of quota preempts a lower-priority Job, is then placed on no domain (the full-node
+    fault) and rejected; the Job is readmitted, the group preempts it again, and so on: Kueue keeps
+    evicting the Job as long as nothing else changes. The model stops when the cycles repeat and
+    names both in ``livelocked``."""
+    from topogov.domain.kueue_model import (
+        Cluster,
+        ClusterQueue,
+        FlavorQuotas,
+        PodSet,
+        Preemption,
+        ResourceGroup,
+        ResourceQuota,
+        Topology,
+        Workload,
+    )
+
+    nodes = [host("b1", "r1", f"x{i}", 64, 8) for i in (1, 2)] + [host("b1", "r1", "x3", 64, 0)]
+    nodes += [host("b1", "r2", "y1", 64, 8)]
+    quotas = {"cpu": ResourceQuota(1_000_000), GPU: ResourceQuota(24)}
+    queue = ClusterQueue(
+        "q",
+        (ResourceGroup(("cpu", GPU), (FlavorQuotas("f", quotas),)),),
+        preemption=Preemption(within_cluster_queue="LowerPriority"),
+    )
+    cluster = Cluster(
+        nodes=nodes,
+        flavors=[ResourceFlavor("f", {}, "default")],
+        topologies=[Topology("default", THREE)],
+        cluster_queues=[queue],
+    )
+    low = Workload("low", "q", (PodSet(1, {"cpu": 1000, GPU: 8}, "main", TR(required=RACK)),), created=0.0)
+    cluster.submit(low)
+    cluster.settle(0.0)
+    assert set(cluster.admitted()) == {"low"}
+    high = group_workload("g", 1.0, ("master", 1, 8), ("worker", 2, 8))
+    cluster.submit(dataclasses.replace(high, priority=100))
+    results = cluster.settle(1.0)
+    assert any(e.name == "low" and e.by == "g" for r in results for e in r.evicted)
+    assert cluster.livelocked == {"low", "g"}
+    assert cluster.pending()["g"].rejected

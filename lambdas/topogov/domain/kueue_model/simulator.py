@@ -54,6 +54,7 @@ import dataclasses
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from topogov.domain.kueue_model.objects import (
     ClusterQueue,
@@ -245,6 +246,7 @@ class Cluster:
         self.requeue_batch_s = requeue_batch_s
         self._requeue_due: dict[str, float] = {}  # ClusterQueue -> when its inadmissible move back
         self.changes = 0  # how many times the snapshot changed (a rejection repeats until it does)
+        self.livelocked: set[str] = set()  # the workloads of the last repeat cut short (_livelock)
         self._rejecting: set[str] = set()  # the records whose last admission was rejected
 
     def copy(self) -> Cluster:
@@ -260,6 +262,7 @@ class Cluster:
         other.records, other._owned, self._owned = dict(self.records), set(), set()
         other._requeue_due = dict(self._requeue_due)
         other._rejecting = set(self._rejecting)
+        other.livelocked = set(self.livelocked)
         return other
 
     def _changed(self, cq: str | None = None) -> None:
@@ -526,14 +529,30 @@ class Cluster:
             queue = self.queues[n]
             offered = queue.heads + len(queue.rejected)
             if offered and self._rejecting:
-                offered -= sum(
-                    1
+                spinning = [
+                    name
                     for name in self._rejecting
                     if (queue.where.get(name) == "heap" or name in queue.rejected) and self._spinning(name)
-                )
+                ]
+                offered -= len(spinning)
+                if len(spinning) >= 2 and self._blocked(queue):
+                    continue
             if offered > 0:
                 return True
         return False
+
+    def _blocked(self, queue: _Queue) -> bool:
+        """Whether the two workloads that head ``queue`` by its order are both spinning: each cycle
+        pops the better of them that was not rejected in the cycle before, so they take turns and the
+        workloads behind them are never tried (in Kueue as here) until the snapshot changes."""
+        order = [entry for entry in queue.heap if queue.where.get(entry[3]) == "heap"]
+        for name in queue.rejected:
+            wl = self.records[name].workload
+            order.append((-wl.priority, wl.created, wl.key, wl.name))
+        if queue.sticky and queue.where.get(queue.sticky) == "heap":
+            return False  # a preemptor heads it first, whatever the order
+        best = heapq.nsmallest(2, order)
+        return len(best) == 2 and all(self._spinning(entry[3]) for entry in best)
 
     def _spinning(self, name: str) -> bool:
         """Rejected twice in a row since the snapshot last changed."""
@@ -551,10 +570,12 @@ class Cluster:
     def settle(self, now: float, max_cycles: int = 100_000) -> list[CycleResult]:
         """Cycles until no queue has a head and no requeue is waiting (the batch period is taken to
         elapse whenever the heaps are empty, as Kueue's cycles take milliseconds)."""
-        results = []
+        results: list[CycleResult] = []
         for _ in range(max_cycles):
             if self.has_heads():
                 results.append(self.cycle(now))
+                if self._livelock(results):
+                    return results
             elif not self.fire_requeues():
                 return results
         raise RuntimeError(f"not settled after {max_cycles} cycles")
@@ -567,7 +588,27 @@ class Cluster:
             if not self.has_heads():
                 return results
             results.append(self.cycle(now))
+            if self._livelock(results):
+                return results
         raise RuntimeError(f"not settled after {max_cycles} cycles")
+
+    def _livelock(self, results: Sequence[CycleResult]) -> bool:
+        """Whether the last cycles repeat, twice over, a sequence with an eviction or an admission the
+        API server rejected: a group that preempts, is then placed on no domain and rejected, its victim
+        readmitted, and again (Kueue v0.17.0's group faults). Kueue goes on so for as long as nothing
+        changes, evicting the victim each time; the model stops at the end of the repeat, at the same
+        time (no cycle takes any), and names the workloads caught in it in :attr:`livelocked`."""
+        n = len(results)
+        for period in range(1, min(LIVELOCK_PERIOD, n // 2) + 1):
+            last = results[n - period :]
+            if not any(r.evicted or any(p.rejected for p in r.pending) for r in last):
+                continue
+            if [_signature(r) for r in last] == [_signature(r) for r in results[n - 2 * period : n - period]]:
+                self.livelocked = {e.name for r in last for e in r.evicted} | {
+                    p.name for r in last for p in r.pending if p.rejected
+                }
+                return True
+        return False
 
     def next_requeue(self) -> float | None:
         return min(self._requeue_due.values(), default=None)
@@ -582,6 +623,19 @@ class Cluster:
             for n, r in sorted(self.records.items())
             if r.admitted is None
         }
+
+
+LIVELOCK_PERIOD = 8  # the longest repeating sequence of cycles :meth:`Cluster._livelock` looks for
+
+
+def _signature(r: CycleResult) -> tuple[Any, ...]:
+    """What a cycle did, to compare cycles: who was admitted, who pends with which status, who was
+    evicted by whom."""
+    return (
+        tuple(a.workload.name for a in r.admitted),
+        tuple((p.name, p.reason, p.message, p.rejected) for p in r.pending),
+        tuple((e.name, e.by) for e in r.evicted),
+    )
 
 
 def api_rejects(admitted: Admitted) -> bool:
