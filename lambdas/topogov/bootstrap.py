@@ -197,7 +197,9 @@ def build_governor(
     if not (settings.governor and settings.policy_file):
         return None
     from topogov.adapters.kube_objects import KubeObjects
+    from topogov.adapters.kueue_api import KueueApi
     from topogov.domain.hyperpod.mode import Mode, configured
+    from topogov.domain.kueue_version import check_writes
     from topogov.domain.policy import load_policy_file
     from topogov.logic.governor import Governor
     from topogov.logic.governor.addon import AddonWatch
@@ -207,21 +209,18 @@ def build_governor(
     http = KubeHttp(
         api_client or kube_api_client(settings, session or aws_session(settings.region)), max_attempts=3
     )
-    governor = Governor(
-        KubeObjects(http),
-        api_version=settings.kueue_api_version,
-        cohort=settings.cohort,
-        log=logger,
-    )
-    watch = AddonWatch(
-        KubeObjects(http), api_version=settings.kueue_api_version, cluster_arn=settings.hyperpod_cluster_arn
-    )
+    kueue = KueueApi(http, configured=settings.kueue_api_version, kueue_version=settings.kueue_version)
+    governor = Governor(KubeObjects(http), cohort=settings.cohort, log=logger)
+    watch = AddonWatch(KubeObjects(http), cluster_arn=settings.hyperpod_cluster_arn)
 
     def step(snapshot: Snapshot | None) -> GovernorSummary | AddonReport:
         have = snapshot.mode if snapshot is not None else None
         mode = Mode.from_json(have) if have else configured(settings.hyperpod_cluster_arn)
+        # the version discovery chooses (kept 5 min), or the setting if served: ConfigError if not
+        governor.api_version = watch.api_version = kueue.version()
         if mode.hyperpod:
             return watch.run(loaded, mode, http.counters)
+        check_writes(kueue.kueue_version(), governor.api_version)  # v1beta2 needs Kueue v0.15
         return governor.run(loaded, snapshot, http.counters)
 
     return step
