@@ -230,6 +230,7 @@ def run_online(args: argparse.Namespace) -> int:
         return EXIT_OK
     source = f"the ledger's last {args.history}" if args.history is not None else Path(args.trace).name
     print(f"{answer.get('jobs')} jobs from {source}, replayed on the Kueue model; regime {args.regime}")
+    print("  " + kueue_line(answer.get("kueue") or {}))
     left = ((answer.get("history") or {}).get("left_out")) or {}
     if left:
         print("  left out, no run time observed: " + ", ".join(f"{n} {w}" for w, n in sorted(left.items())))
@@ -241,6 +242,17 @@ def run_online(args: argparse.Namespace) -> int:
     print()
     print(render_text(answer["scenarios"]))
     return EXIT_OK
+
+
+def kueue_line(kueue: dict[str, Any]) -> str:
+    """The Kueue release the answer models (``ApiService.kueue_modelled``), and for a release the model
+    has no profile for, what may differ."""
+    profile = kueue.get("modelProfile", "v0.17.0")
+    head = f"the cluster's Kueue {kueue.get('version', 'unknown')} (from {kueue.get('source', 'nowhere')})"
+    differ = kueue.get("mayDiffer") or []
+    if not differ:
+        return f"{head}; model profile Kueue {profile}"
+    return f"{head}; no model profile for it, Kueue {profile}'s answers; may differ: " + "; ".join(differ)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -273,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
     policies = {"baseline": baseline, "proposed": proposed}
     trace_name = Path(args.trace).name
     print(f"{len(trace)} jobs from {trace_name}, replayed on the Kueue model; regime {args.regime}")
+    print("  Kueue model profile v0.17.0 (offline: the cluster's Kueue release is not read)")
     for name, (nodes, _) in named.items():
         changes = f" ({' '.join(args.fleet_change)})" if name == "proposed" and args.fleet_change else ""
         print(f"  {name}: {len(nodes)} nodes{changes}, policy {policies[name]}")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from boto3.session import Session
     from kubernetes.client import ApiClient
 
+    from topogov.domain.kueue_version import KueueVersion
     from topogov.domain.policy import Policy
     from topogov.domain.snapshot import Snapshot
     from topogov.domain.views.batch import JobView, PodView
@@ -137,6 +138,7 @@ def build_api_service(settings: ApiSettings | None = None, session: Session | No
         idempotency_store=idempotency,
         snapshot_ttl_s=settings.snapshot_ttl_s,
         queues=jobs,
+        kueue=jobs,
         hyperpod_cluster_arn=settings.hyperpod_cluster_arn,
         keep_long_lived=freeze_long_lived,
     )
@@ -271,6 +273,9 @@ class LazyJobs:
 
     def served_kinds(self) -> frozenset[str]:
         return self.connected.served_kinds()
+
+    def kueue_release(self) -> KueueVersion:
+        return self.connected.kueue_release()
 
     def create_owned(self, namespace: str, manifest: dict[str, Any], owner: JobView) -> None:
         self.connected.create_owned(namespace, manifest, owner)

@@ -7,6 +7,8 @@ fallback's JSON patch, at v1beta2; and the Kueue release is read from the Deploy
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.stacks import hold_queue, labelled_stack, wait_until
@@ -36,7 +38,7 @@ def gpu_job(name, pods, topology):
             "command": ["sleep", "600"]}  # fmt: skip
 
 
-def test_a_v1beta2_only_cluster_is_governed_and_places_jobs(stack):
+def test_a_v1beta2_only_cluster_is_governed_and_places_jobs(stack, monkeypatch, capsys):
     kube = stack.kube()
     assert kube.request("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues").status == 404
     api = KueueApi(kube)
@@ -80,6 +82,18 @@ def test_a_v1beta2_only_cluster_is_governed_and_places_jobs(stack):
     job = wait_until(lambda: jobs.get(NS, "wide"), "the job exists")
     waiting = wait_until(lambda: jobs.workload_for(NS, job.uid), "its Workload")
     level = waiting.pod_sets[0].topology_request.required
+    # while it waits, the API's estimate says which Kueue release the model answers for (read as
+    # topogov:api from the Deployment that records it)
+    estimate = wait_until(
+        lambda: (call(stack, "GET", "/v1/jobs/team-a/wide").json().get("estimate") or {}).get("kueue"),
+        "an estimate that states its Kueue",
+    )
+    assert estimate == {
+        "version": "v0.17.0",
+        "source": "the Kueue Deployment's image registry.k8s.io/kueue/kueue:v0.17.0",
+        "modelProfile": "v0.17.0",
+        "mayDiffer": [],
+    }
     assert level and jobs.relax_topology(NS, "wide", level) == "switched"
     hold_queue(stack, f"{NS}-clusterqueue", "None")
     wl = wait_until(lambda: (w := jobs.workload_for(NS, job.uid)) and w.admitted_queue and w, "wide admitted")
@@ -87,3 +101,19 @@ def test_a_v1beta2_only_cluster_is_governed_and_places_jobs(stack):
     assert not any(ps.topology_request.required for ps in wl.pod_sets)
     for name in ("tight", "wide"):
         assert call(stack, "DELETE", f"/v1/jobs/team-a/{name}").status_code == 200
+
+    # doctor says it: the release and where it was learnt, the versions served, the one used, the model
+    from topogov_cli.main import main
+
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(stack.credentials))
+    main(["doctor", "--kubeconfig", str(stack.kubeconfig), "--endpoint", stack.api.url,
+          "--profile", "topogov-team-a"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^ok +Kueue +v0\.17\.0 \(from the Kueue Deployment's image "
+        r"registry\.k8s\.io/kueue/kueue:v0\.17\.0\); serves v1beta2, Topogov uses v1beta2; "
+        r"model profile Kueue v0\.17\.0 \(the model's profile\)$",
+        out,
+        re.M,
+    ), out
+    assert re.search(r"^ok +Kueue ClusterQueues +hyperpod-ns-team-a-clusterqueue", out, re.M), out

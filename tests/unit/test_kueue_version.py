@@ -1,6 +1,7 @@
 """The Kueue the cluster runs (domain/kueue_version.py, adapters/kueue_api.py): the API version chosen
-from discovery, the release from each source, the guard, the model profile stated, and the views
-reading both encodings of a Workload's topologyAssignment.
+from discovery, the release from each source, the guard, the model profile stated (by the API's
+estimates and what-ifs, and the CLI), and the views reading both encodings of a Workload's
+topologyAssignment.
 
 The discovery and Deployment answers are recorded from the local control plane (data/
 kueue_recorded.json); the topologyAssignment pair is kubernetes-sigs/kueue v0.17.0's own conversion
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from topogov.adapters.kube import Response
 from topogov.adapters.kueue_api import DISCOVERY_TTL_S, KueueApi
-from topogov.domain.errors import ConfigError
+from topogov.domain.errors import ConfigError, Unavailable
 from topogov.domain.kueue_version import (
     V017_TO_V019,
     KueueVersion,
@@ -26,6 +27,8 @@ from topogov.domain.kueue_version import (
     release_of_image,
 )
 from topogov.domain.views.workload import WorkloadView
+from topogov.logic.api_service import ApiService
+from topogov_cli.whatif import kueue_line
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "kueue_recorded.json").read_text())
 DEPLOYMENT = "/apis/apps/v1/namespaces/kueue-system/deployments/kueue-controller-manager"
@@ -209,4 +212,47 @@ def test_v1beta2_universal_counts_suffixes_and_several_slices() -> None:
         (("r1", "h1.x"), 4),
         (("r1", "h2.x"), 4),
         (("r2", "h9"), 2),
+    )
+
+
+# --- estimates and what-ifs say which release they model -------------------------------------------------
+
+
+class Release:
+    def __init__(self, found: KueueVersion | Exception) -> None:
+        self.found = found
+
+    def kueue_release(self) -> KueueVersion:
+        if isinstance(self.found, Exception):
+            raise self.found
+        return self.found
+
+
+def _service(kueue: Any) -> ApiService:
+    return ApiService(policy=cast(Any, None), snapshots=cast(Any, None), ledger=cast(Any, None),
+                      jobs=cast(Any, None), kueue=kueue)  # fmt: skip
+
+
+def test_the_api_states_the_release_it_models_and_what_may_differ() -> None:
+    on_v019 = _service(Release(KueueVersion((0, 19, 2), "task governance add-on v1.6.0-eksbuild.1")))
+    assert on_v019.kueue_modelled() == {
+        "version": "v0.19.2",
+        "source": "task governance add-on v1.6.0-eksbuild.1",
+        "modelProfile": "v0.17.0",
+        "mayDiffer": list(V017_TO_V019),
+    }
+    on_v017 = _service(Release(KueueVersion((0, 17, 0), "the Kueue Deployment's image k:v0.17.0")))
+    assert on_v017.kueue_modelled()["mayDiffer"] == []
+    # the cluster not answering: the estimate still answers, for an unknown release
+    down = _service(Release(Unavailable("reading the Deployment failed: HTTP 503")))
+    assert down.kueue_modelled()["version"] == "unknown" and down.kueue_modelled()["mayDiffer"]
+    assert _service(None).kueue_modelled()["version"] == "unknown"
+
+
+def test_the_cli_prints_the_release_and_for_another_what_may_differ() -> None:
+    line = kueue_line(KueueVersion((0, 19, 2), "s").as_json())
+    assert line.startswith("the cluster's Kueue v0.19.2 (from s); no model profile for it, Kueue v0.17.0's")
+    assert "TopologyPlacementFailed" in line
+    assert kueue_line(KueueVersion((0, 17, 0), "s").as_json()) == (
+        "the cluster's Kueue v0.17.0 (from s); model profile Kueue v0.17.0"
     )

@@ -12,6 +12,7 @@ from topogov.adapters.kueue_api import KueueApi
 from topogov.adapters.listed_views import ListedViews
 from topogov.domain.errors import Conflict, Unavailable, ValidationFailed
 from topogov.domain.kinds import BATCH_JOB, BY_KIND, KINDS, kind_named
+from topogov.domain.kueue_version import KueueVersion
 from topogov.domain.labels import (
     PODSET_LABEL,
     PREFERRED_ANNOTATION,
@@ -43,6 +44,11 @@ class KubeJobs:
         self._jobs = ListedViews(JobView.from_api)
         self._workloads = ListedViews(WorkloadView.from_api)
         self._served: tuple[float, frozenset[str]] | None = None
+
+    def kueue_release(self) -> KueueVersion:
+        """The Kueue release the cluster runs (its controller Deployment's image tag, else the setting:
+        ``KueueApi.kueue_version``), kept like the API version."""
+        return self.kueue.kueue_version()
 
     def served_kinds(self) -> frozenset[str]:
         """The kinds of ``domain/kinds.py`` whose API the cluster serves (a CRD installed, and for a
