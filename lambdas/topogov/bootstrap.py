@@ -95,6 +95,7 @@ def build_labeler(
 def build_api_service(settings: ApiSettings | None = None, session: Session | None = None) -> ApiService:
     """The API's service: policy (validated at cold start), snapshot, ledger, jobs."""
     from topogov.adapters.kube_jobs import KubeJobs
+    from topogov.adapters.kueue_api import KueueApi
     from topogov.adapters.ledger import DynamoLedger
     from topogov.domain.policy import load_policy_file
     from topogov.logic.api_service import ApiService
@@ -109,12 +110,13 @@ def build_api_service(settings: ApiSettings | None = None, session: Session | No
         settings.counters_table,
         retention_s=policy.job_retention_days * 86400,
     )
+
     # 10 s per Kubernetes call: the API must answer within API Gateway's 29 s, whatever the cluster does.
-    jobs = LazyJobs(
-        lambda: KubeJobs(
-            KubeHttp(kube_api_client(settings, session), max_attempts=3, timeout_s=API_K8S_TIMEOUT_S)
-        )
-    )
+    def connect() -> KubeJobs:
+        http = KubeHttp(kube_api_client(settings, session), max_attempts=3, timeout_s=API_K8S_TIMEOUT_S)
+        return KubeJobs(http, kueue=KueueApi(http, kueue_version=settings.kueue_version))
+
+    jobs = LazyJobs(connect)
     idempotency = None
     if settings.idempotency_table:
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer

@@ -82,6 +82,10 @@ class ApiSettings(_Settings):
     # A warm container re-reads the snapshot at most this often (a conditional GET): the submit
     # decisions' "fits now" are as fresh as the last reconcile pass plus this.
     snapshot_ttl_s: float = Field(15.0, ge=0)
+    kueue_version: str | None = Field(
+        None,
+        description="the Kueue release the estimates state, where its Deployment's image does not tell it",
+    )
 
     @model_validator(mode="after")
     def _one_cluster(self) -> ApiSettings:
