@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,6 @@ def run_online(args: argparse.Namespace) -> int:
         return EXIT_OK
     source = f"the ledger's last {args.history}" if args.history is not None else Path(args.trace).name
     print(f"{answer.get('jobs')} jobs from {source}, replayed on the Kueue model; regime {args.regime}")
-    print("  " + kueue_line(answer.get("kueue") or {}))
     left = ((answer.get("history") or {}).get("left_out")) or {}
     if left:
         print("  left out, no run time observed: " + ", ".join(f"{n} {w}" for w, n in sorted(left.items())))
@@ -239,6 +239,7 @@ def run_online(args: argparse.Namespace) -> int:
         changes = f" ({' '.join(args.fleet_change)})" if name == "proposed" and args.fleet_change else ""
         policy = Path(args.policy).name if name == "proposed" and args.policy else "the policy in force"
         print(f"  {name}: {nodes.get(name)} nodes of the snapshot{changes}, {policy}")
+    print(kueue_header(answer.get("kueue") or {}))
     print()
     print(render_text(answer["scenarios"]))
     return EXIT_OK
@@ -253,6 +254,12 @@ def kueue_line(kueue: dict[str, Any]) -> str:
     if not differ:
         return f"{head}; model profile Kueue {profile}"
     return f"{head}; no model profile for it, Kueue {profile}'s answers; may differ: " + "; ".join(differ)
+
+
+def kueue_header(kueue: dict[str, Any]) -> str:
+    """:func:`kueue_line` as the header prints it: indented, wrapped inside 100 columns (the release's
+    source names an image)."""
+    return textwrap.fill(kueue_line(kueue), 100, initial_indent="  ", subsequent_indent="    ")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -285,10 +292,10 @@ def run(args: argparse.Namespace) -> int:
     policies = {"baseline": baseline, "proposed": proposed}
     trace_name = Path(args.trace).name
     print(f"{len(trace)} jobs from {trace_name}, replayed on the Kueue model; regime {args.regime}")
-    print("  Kueue model profile v0.17.0 (offline: the cluster's Kueue release is not read)")
     for name, (nodes, _) in named.items():
         changes = f" ({' '.join(args.fleet_change)})" if name == "proposed" and args.fleet_change else ""
         print(f"  {name}: {len(nodes)} nodes{changes}, policy {policies[name]}")
+    print("  Kueue model profile v0.17.0 (offline: the cluster's Kueue release is not read)")
     print()
     print(render_text(result["scenarios"]))
     return EXIT_OK

@@ -28,7 +28,7 @@ from topogov.domain.kueue_version import (
 )
 from topogov.domain.views.workload import WorkloadView
 from topogov.logic.api_service import ApiService
-from topogov_cli.whatif import kueue_line
+from topogov_cli.whatif import kueue_header, kueue_line
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "kueue_recorded.json").read_text())
 DEPLOYMENT = "/apis/apps/v1/namespaces/kueue-system/deployments/kueue-controller-manager"
@@ -256,3 +256,8 @@ def test_the_cli_prints_the_release_and_for_another_what_may_differ() -> None:
     assert kueue_line(KueueVersion((0, 17, 0), "s").as_json()) == (
         "the cluster's Kueue v0.17.0 (from s); model profile Kueue v0.17.0"
     )
+    # as `topogov whatif` prints it: inside 100 columns, whatever the source says
+    source = "the Kueue Deployment's image registry.k8s.io/kueue/kueue:v0.19.2"
+    header = kueue_header(KueueVersion((0, 19, 2), source).as_json()).splitlines()
+    assert max(map(len, header)) <= 100 and header[0].startswith("  the cluster's Kueue v0.19.2")
+    assert " ".join(h.strip() for h in header) == kueue_line(KueueVersion((0, 19, 2), source).as_json())
