@@ -86,8 +86,9 @@ class DeployConfig(BaseModel):
         le=1000,
         description="concurrent executions reserved for (and the most taken by) the API; 0 reserves none",
     )
-    kueue_api_version: Literal["v1beta1", "v1beta2"] = Field(
-        "v1beta1", description="the Kueue API version the governor writes"
+    kueue_api_version: Literal["v1beta1", "v1beta2"] | None = Field(
+        None,
+        description="the Kueue API version the governor writes (unset: v1beta2 where served)",
     )
     label_verify_after: int = Field(
         86400,

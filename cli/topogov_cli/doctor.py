@@ -109,17 +109,17 @@ def _cluster_checks(args: argparse.Namespace, add: Callable[[Check], None]) -> N
         f"{len(labelled)} of {len(gpu)} GPU nodes labelled"
         + ("" if len(labelled) == len(gpu) and gpu else f" — {who}"),
     ))  # fmt: skip
+    kueue = _kueue_check(http)
+    add(kueue[0])
+    if kueue[1] is None:
+        return
     for kind, path in (
         ("Topologies", "topologies"),
         ("ResourceFlavors", "resourceflavors"),
         ("ClusterQueues", "clusterqueues"),
         ("WorkloadPriorityClasses", "workloadpriorityclasses"),
     ):
-        resp = http.request("GET", f"/apis/kueue.x-k8s.io/v1beta1/{path}")
-        if resp.status == 404:
-            add((f"Kueue {kind}", False, "Kueue is not installed (no kueue.x-k8s.io API) — install Kueue "
-                                         "(HyperPod task governance installs it)"))  # fmt: skip
-            return
+        resp = http.request("GET", f"{kueue[1]}/{path}")
         items = (resp.body or {}).get("items") or [] if resp.status == 200 else []
         names = [i["metadata"]["name"] for i in items]
         add((
@@ -129,6 +129,34 @@ def _cluster_checks(args: argparse.Namespace, add: Callable[[Check], None]) -> N
             + ("the task governance add-on writes them from the ComputeQuotas (topogov preflight checks it)"
                if hyperpod else "the governor creates them on its next pass"),
         ))  # fmt: skip
+
+
+def _kueue_check(http: Any) -> tuple[Check, str | None]:
+    """The Kueue the cluster runs: its release and where that was learnt, the API versions it serves,
+    the one Topogov uses and the model profile that answers estimates (``adapters/kueue_api.py``);
+    and that version's path (None: no Kueue, or a configured version not served)."""
+    from topogov.adapters.kueue_api import KueueApi
+    from topogov.domain.errors import ConfigError
+
+    kueue = KueueApi(http)
+    served = kueue.served()
+    if not served.versions:
+        return (("Kueue", False, f"not installed (no kueue.x-k8s.io API, HTTP {served.status}) — install "
+                                  "Kueue (HyperPod task governance installs it)"), None)  # fmt: skip
+    try:
+        path = kueue.path()
+    except ConfigError as exc:
+        return (("Kueue", False, str(exc)), None)
+    found = kueue.kueue_version()
+    return (
+        (
+            "Kueue",
+            True,
+            f"{found.shown} (from {found.source}); serves {', '.join(served.versions)}, Topogov uses "
+            f"{kueue.version()}; model profile {found.profile()}",
+        ),
+        path,
+    )
 
 
 def _hyperpod_check(http: Any, nodes: list[dict[str, Any]]) -> Check | None:

@@ -45,7 +45,10 @@ def add_parser(sub: Any) -> None:
         target.add_argument("--cluster", default=None, help="EKS cluster name (endpoint and token from AWS)")
         p.add_argument("--bucket", default=None, help="S3 bucket of the topology snapshot")
         p.add_argument(
-            "--kueue-api-version", choices=("v1beta1", "v1beta2"), default=None, help="(default v1beta1)"
+            "--kueue-api-version",
+            choices=("v1beta1", "v1beta2"),
+            default=None,
+            help="(default: v1beta2 where the cluster serves it, else v1beta1)",
         )
         p.add_argument("--json", action="store_true", help="print the plan/result as JSON")
         p.set_defaults(func=run, governor=action)
@@ -81,9 +84,11 @@ def settings_env(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     from topogov.adapters.kube import KubeHttp
     from topogov.adapters.kube_objects import KubeObjects
+    from topogov.adapters.kueue_api import KueueApi
     from topogov.adapters.snapshot_store import S3SnapshotStore
     from topogov.bootstrap import aws_session, kube_api_client, retrying
     from topogov.domain.errors import ConfigError, KubernetesError, SnapshotError
+    from topogov.domain.kueue_version import check_writes
     from topogov.domain.policy import PolicyError, load_policy_file
     from topogov.logic.governor import Governor, format_plan
     from topogov.settings import ReconcileSettings
@@ -107,7 +112,11 @@ def run(args: argparse.Namespace) -> int:
         mode = cluster_mode(settings.hyperpod_cluster_arn, snapshot)
         if mode.hyperpod:
             return run_hyperpod(args, prog, settings, policy, mode, KubeObjects(http))
-        governor = Governor(KubeObjects(http), api_version=settings.kueue_api_version, cohort=settings.cohort)
+        kueue = KueueApi(http, configured=settings.kueue_api_version, kueue_version=settings.kueue_version)
+        version = kueue.version()
+        if args.governor == "apply":
+            check_writes(kueue.kueue_version(), version)
+        governor = Governor(KubeObjects(http), api_version=version, cohort=settings.cohort)
         if args.governor == "plan":
             plan = governor.plan(policy, snapshot)
             print(
@@ -119,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
     except (KubernetesError, SnapshotError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except ConfigError as exc:  # the configured Kueue API version not served, or the release too old
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
     else:
@@ -150,9 +162,10 @@ def run_hyperpod(
             file=sys.stderr,
         )
         return EXIT_USAGE
-    watch = AddonWatch(
-        objects, api_version=settings.kueue_api_version, cluster_arn=settings.hyperpod_cluster_arn
-    )
+    from topogov.adapters.kueue_api import KueueApi
+
+    kueue = KueueApi(objects.http, configured=settings.kueue_api_version)
+    watch = AddonWatch(objects, api_version=kueue.version(), cluster_arn=settings.hyperpod_cluster_arn)
     report = watch.run(policy, mode)
     if report.failures:
         print(f"{prog}: {report.skipped}", file=sys.stderr)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from topogov.domain.kueue_version import KueueVersion, release_of_image
 from topogov_cli.common import EXIT_UNREACHABLE, command, guarded, usage
 from topogov_cli.doctor import Check, print_checks
 
@@ -73,7 +74,7 @@ class Context:
     subnet_ids: tuple[str, ...] = ()
     security_group_id: str | None = None
     api_reserved_concurrency: int = 25
-    kueue_api_version: str = "v1beta1"
+    kueue_api_version: str | None = None  # None: discovered (v1beta2 where served, adapters/kueue_api.py)
     api_gateway_cloud_watch_role: bool = False
     hyperpod_cluster_arn: str | None = None  # a SageMaker HyperPod cluster: its checks (preflight_hyperpod)
 
@@ -152,8 +153,8 @@ def _context(raw: Mapping[str, Any]) -> Context:
     reserved = get("apiReservedConcurrency")
     if reserved is not None and not re.fullmatch(r"\d+", str(reserved)):
         raise usage(f"{PREFIX}apiReservedConcurrency: {reserved!r} is not a whole number (0 reserves none)")
-    kueue = str(get("kueueApiVersion") or Context.kueue_api_version)
-    if kueue not in KUEUE_API_VERSIONS:
+    kueue = get("kueueApiVersion")
+    if kueue is not None and kueue not in KUEUE_API_VERSIONS:
         raise usage(
             f"{PREFIX}kueueApiVersion: {kueue!r} is not a version the governor writes "
             f"({', '.join(KUEUE_API_VERSIONS)})"
@@ -171,7 +172,7 @@ def _context(raw: Mapping[str, Any]) -> Context:
         subnet_ids=tuple(subnets),
         security_group_id=get("securityGroupId"),
         api_reserved_concurrency=int(reserved) if reserved is not None else defaults.api_reserved_concurrency,
-        kueue_api_version=kueue,
+        kueue_api_version=None if kueue is None else str(kueue),
         api_gateway_cloud_watch_role=role == "true",
         hyperpod_cluster_arn=get("hyperpodClusterArn"),
     )
@@ -598,10 +599,17 @@ def kueue_checks(
     served = [v["version"] for v in group.body.get("versions") or []]
     preferred = (group.body.get("preferredVersion") or {}).get("version")
     deployment = kueue_deployment(http)
+    addon = None
+    if deployment is None and ctx.hyperpod_cluster_arn:
+        from topogov_cli.preflight_hyperpod import addon_version
+
+        addon = addon_version(aws, name)
+    found = kueue_release(deployment, addon)
     checks = [
         ("Kueue", True, f"installed: {KUEUE_GROUP} serves {', '.join(served)} (preferred {preferred})"),
-        kueue_version_check(deployment, preferred),
-        tas_check(http, deployment),
+        kueue_version_check(found, deployment is not None or addon is not None, preferred),
+        ("Kueue model profile", True, found.profile()),
+        tas_check(http, deployment, "v1beta2" if "v1beta2" in served else "v1beta1"),
         api_version_check(http, ctx.kueue_api_version, served),
     ]
     if ctx.hyperpod_cluster_arn:  # the task governance add-on, the nodes' labels, what the add-on wrote
@@ -650,35 +658,48 @@ def _manager(deployment: Mapping[str, Any]) -> dict[str, Any]:
     return next((c for c in containers if c.get("name") == "manager"), containers[0])
 
 
-def _version(image: str) -> tuple[int, ...] | None:
-    m = re.search(r":v?(\d+)\.(\d+)\.(\d+)", image)
-    return tuple(int(g) for g in m.groups()) if m else None
+def kueue_release(deployment: Mapping[str, Any] | None, addon_version: str | None) -> KueueVersion:
+    """The Kueue release, as ``adapters/kueue_api.py`` learns it: the manager's image tag, else the
+    task governance add-on's version (``domain/kueue_version.py`` ADDON_KUEUE), else unknown."""
+    from topogov.domain.kueue_version import UNKNOWN, from_addon, from_image
+
+    image = str(_manager(deployment).get("image") or "") if deployment is not None else ""
+    found = from_image(image) if image else None
+    if found is None and addon_version:
+        found = from_addon(addon_version)
+    if found is None and image:
+        return KueueVersion(None, f"the Kueue Deployment's image {image}: no version in the tag")
+    return found or UNKNOWN
 
 
-def kueue_version_check(deployment: Mapping[str, Any] | None, preferred: str | None) -> Check:
+def kueue_version_check(found: KueueVersion, seen: bool, preferred: str | None) -> Check:
+    """The release, where it was learnt; failing below the release Topogov follows. Without a
+    Deployment or an add-on version, what the API says (Kueue v0.16 made v1beta2 its preferred,
+    stored version; v0.15 served it beside v1beta1)."""
     followed = "v" + ".".join(map(str, KUEUE_FOLLOWED))
-    if deployment is None:
-        # Kueue v0.16 made v1beta2 its preferred (stored) version; v0.15 served it beside v1beta1.
+    if not seen:
         since = "v0.16 or later" if preferred == "v1beta2" else "before v0.16"
         return (
             "Kueue version",
             preferred == "v1beta2",
-            f"no Kueue Deployment in the cluster (a manager run "
-            f"outside it, as the local stack's): by its API, {since}; Topogov follows {followed}",
+            f"no Kueue Deployment in the cluster (a manager run outside it, or no right to read "
+            f"kueue-system/kueue-controller-manager): by its API, {since}; Topogov follows {followed}",
         )
-    image = str(_manager(deployment).get("image") or "")
-    version = _version(image)
-    if version is None:
-        return ("Kueue version", True, f"{image}: no version in the tag; Topogov follows {followed}")
-    if version < KUEUE_FOLLOWED:
-        return ("Kueue version", False, f"{image}: Topogov follows {followed} — upgrade Kueue")
-    return ("Kueue version", True, image)
+    if found.release is None:
+        return ("Kueue version", True, f"unknown ({found.source}); Topogov follows {followed}")
+    if found.release < KUEUE_FOLLOWED:
+        return (
+            "Kueue version",
+            False,
+            f"{found.shown} ({found.source}): Topogov follows {followed} — upgrade Kueue",
+        )
+    return ("Kueue version", True, f"{found.shown} ({found.source})")
 
 
-def tas_check(http: Any, deployment: Mapping[str, Any] | None) -> Check:
+def tas_check(http: Any, deployment: Mapping[str, Any] | None, api_version: str = "v1beta2") -> Check:
     """TopologyAwareScheduling: the manager's ``--feature-gates``, else its Configuration's
     ``featureGates`` (the ConfigMap ``kueue-manager-config``), else the release's default."""
-    topologies = http.request("GET", "/apis/kueue.x-k8s.io/v1beta1").body or {}
+    topologies = http.request("GET", f"/apis/kueue.x-k8s.io/{api_version}").body or {}
     if "topologies" not in {r.get("name") for r in topologies.get("resources") or []}:
         return (
             "topology-aware scheduling",
@@ -699,7 +720,7 @@ def tas_check(http: Any, deployment: Mapping[str, Any] | None) -> Check:
         )
     if gate:
         return ("topology-aware scheduling", True, "TopologyAwareScheduling=true")
-    version = _version(str(_manager(deployment).get("image") or "")) if deployment else None
+    version = release_of_image(str(_manager(deployment).get("image") or "")) if deployment else None
     if version is not None and version < TAS_DEFAULT_ON:
         return (
             "topology-aware scheduling",
@@ -734,17 +755,27 @@ def _gate_from_config(http: Any, namespace: str) -> bool | None:
     return None
 
 
-def api_version_check(http: Any, version: str, served: list[str]) -> Check:
-    """The governor writes its objects at ``kueueApiVersion``: each of their resources must be served
-    there."""
-    what = f"{PREFIX}kueueApiVersion {version}"
-    if version not in served:
+def api_version_check(http: Any, configured: str | None, served: list[str]) -> Check:
+    """Topogov reads and writes its Kueue objects at v1beta2 where served, else v1beta1
+    (``adapters/kueue_api.py``), or at ``kueueApiVersion`` when set, which must then be served: each
+    of the governor's resources must be there."""
+    from topogov.domain.errors import ConfigError
+    from topogov.domain.kueue_version import choose_api_version
+
+    try:
+        version = choose_api_version(tuple(served), configured)
+    except ConfigError:
         return (
             "Kueue API version",
             False,
-            f"{what} is not served (Kueue serves {', '.join(served)}) — "
-            f"deploy with -c {PREFIX}kueueApiVersion={served[0] if served else 'v1beta1'}",
+            f"{PREFIX}kueueApiVersion {configured} is not served (Kueue serves {', '.join(served)}) — "
+            f"deploy without it (Topogov then uses {'v1beta2' if 'v1beta2' in served else 'v1beta1'})",
         )
+    what = (
+        f"{PREFIX}kueueApiVersion {version}"
+        if configured
+        else f"{version} (discovered: v1beta2 where served)"
+    )
     names = {
         r.get("name")
         for r in (http.request("GET", f"/apis/kueue.x-k8s.io/{version}").body or {}).get("resources") or []

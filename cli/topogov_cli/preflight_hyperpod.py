@@ -7,7 +7,8 @@ wrote, printed so that it can be compared with docs/hyperpod.md's table of assum
 * **the task governance add-on** — EKS ``DescribeAddon`` of ``amazon-sagemaker-hyperpod-taskgovernance``
   (the add-on's name in the SageMaker Developer Guide, "Upgrade the task governance add-on"): installed,
   ``ACTIVE``, its version (v1.6.0-eksbuild.1 packages Kueue v0.19.2, the same page). The Kueue version
-  and the API versions it serves are the plain checks' (``Kueue``, ``Kueue version``);
+  and the API versions it serves are the plain checks' (``Kueue``, ``Kueue version``: without a Kueue
+  Deployment to read, the release the add-on's version packages, ``domain/kueue_version.py``);
 * **node topology labels** — the nodes HyperPod registered (providerID ``.../sagemaker/cluster/...``)
   carry ``topology.k8s.aws/network-node-layer-1..3`` (set by task governance, "Topology-aware
   scheduling"), and how many are not ``Schedulable``;
@@ -42,7 +43,6 @@ HANDLER_ACTIONS = (
     "eks:DisassociateAccessPolicy", "eks:DescribeAccessEntry", "eks:ListAssociatedAccessPolicies",
 )  # fmt: skip
 EXEC_ROLE = "cdk-hnb659fds-cfn-exec-role-{account}-{region}"
-KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
 
 
 def hyperpod_checks(aws: Any, cluster_arn: str, eks_cluster: str, http: Any) -> list[Check]:
@@ -130,6 +130,17 @@ def permissions_check(aws: Any) -> Check:
     )
 
 
+def addon_version(aws: Any, eks_cluster: str) -> str | None:
+    """The task governance add-on's ``addonVersion`` (EKS ``DescribeAddon``), None when it is not
+    installed or cannot be read (the add-on check says why)."""
+    try:
+        addon = aws("eks").describe_addon(clusterName=eks_cluster, addonName=ADDON)["addon"]
+    except Exception:
+        return None
+    version = addon.get("addonVersion")
+    return str(version) if version else None
+
+
 def addon_check(aws: Any, eks_cluster: str) -> Check:
     try:
         addon = aws("eks").describe_addon(clusterName=eks_cluster, addonName=ADDON)["addon"]
@@ -191,10 +202,12 @@ def _nominal(resources: list[Mapping[str, Any]], name: str, key: str) -> str | N
 
 def addon_objects(http: Any) -> list[Check]:
     """What the add-on wrote, as information lines (compare with docs/hyperpod.md's assumptions)."""
+    from topogov.adapters.kueue_api import KueueApi
     from topogov.domain.labels import SAGEMAKER_MANAGED_QUEUE_LABEL
 
+    kueue = KueueApi(http).path()  # v1beta2 where served, else v1beta1
     selector = {"labelSelector": f"{SAGEMAKER_MANAGED_QUEUE_LABEL}=true"}
-    queues = http.request("GET", f"{KUEUE}/clusterqueues", query=selector)
+    queues = http.request("GET", f"{kueue}/clusterqueues", query=selector)
     if queues.status != 200:
         return [("the add-on's ClusterQueues", False, f"listing ClusterQueues: HTTP {queues.status}")]
     out: list[Check] = []
@@ -221,7 +234,7 @@ def addon_objects(http: Any) -> list[Check]:
             + "; ".join(flavors)
         )
         out.append((f"ClusterQueue {cq['metadata']['name']}", True, text))
-    topologies = http.request("GET", f"{KUEUE}/topologies")
+    topologies = http.request("GET", f"{kueue}/topologies")
     for topo in (topologies.body or {}).get("items") or [] if topologies.status == 200 else []:
         levels = [lv.get("nodeLabel") for lv in (topo.get("spec") or {}).get("levels") or []]
         out.append((f"Topology {topo['metadata']['name']}", True, "levels " + ", ".join(map(str, levels))))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -238,9 +239,27 @@ def run_online(args: argparse.Namespace) -> int:
         changes = f" ({' '.join(args.fleet_change)})" if name == "proposed" and args.fleet_change else ""
         policy = Path(args.policy).name if name == "proposed" and args.policy else "the policy in force"
         print(f"  {name}: {nodes.get(name)} nodes of the snapshot{changes}, {policy}")
+    print(kueue_header(answer.get("kueue") or {}))
     print()
     print(render_text(answer["scenarios"]))
     return EXIT_OK
+
+
+def kueue_line(kueue: dict[str, Any]) -> str:
+    """The Kueue release the answer models (``ApiService.kueue_modelled``), and for a release the model
+    has no profile for, what may differ."""
+    profile = kueue.get("modelProfile", "v0.17.0")
+    head = f"the cluster's Kueue {kueue.get('version', 'unknown')} (from {kueue.get('source', 'nowhere')})"
+    differ = kueue.get("mayDiffer") or []
+    if not differ:
+        return f"{head}; model profile Kueue {profile}"
+    return f"{head}; no model profile for it, Kueue {profile}'s answers; may differ: " + "; ".join(differ)
+
+
+def kueue_header(kueue: dict[str, Any]) -> str:
+    """:func:`kueue_line` as the header prints it: indented, wrapped inside 100 columns (the release's
+    source names an image)."""
+    return textwrap.fill(kueue_line(kueue), 100, initial_indent="  ", subsequent_indent="    ")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -276,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
     for name, (nodes, _) in named.items():
         changes = f" ({' '.join(args.fleet_change)})" if name == "proposed" and args.fleet_change else ""
         print(f"  {name}: {len(nodes)} nodes{changes}, policy {policies[name]}")
+    print("  Kueue model profile v0.17.0 (offline: the cluster's Kueue release is not read)")
     print()
     print(render_text(result["scenarios"]))
     return EXIT_OK

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from boto3.session import Session
     from kubernetes.client import ApiClient
 
+    from topogov.domain.kueue_version import KueueVersion
     from topogov.domain.policy import Policy
     from topogov.domain.snapshot import Snapshot
     from topogov.domain.views.batch import JobView, PodView
@@ -99,6 +100,7 @@ def build_labeler(
 def build_api_service(settings: ApiSettings | None = None, session: Session | None = None) -> ApiService:
     """The API's service: policy (validated at cold start), snapshot, ledger, jobs."""
     from topogov.adapters.kube_jobs import KubeJobs
+    from topogov.adapters.kueue_api import KueueApi
     from topogov.adapters.ledger import DynamoLedger
     from topogov.domain.policy import load_policy_file
     from topogov.logic.api_service import ApiService
@@ -113,12 +115,13 @@ def build_api_service(settings: ApiSettings | None = None, session: Session | No
         settings.counters_table,
         retention_s=policy.job_retention_days * 86400,
     )
+
     # 10 s per Kubernetes call: the API must answer within API Gateway's 29 s, whatever the cluster does.
-    jobs = LazyJobs(
-        lambda: KubeJobs(
-            KubeHttp(kube_api_client(settings, session), max_attempts=3, timeout_s=API_K8S_TIMEOUT_S)
-        )
-    )
+    def connect() -> KubeJobs:
+        http = KubeHttp(kube_api_client(settings, session), max_attempts=3, timeout_s=API_K8S_TIMEOUT_S)
+        return KubeJobs(http, kueue=KueueApi(http, kueue_version=settings.kueue_version))
+
+    jobs = LazyJobs(connect)
     idempotency = None
     if settings.idempotency_table:
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -142,6 +145,7 @@ def build_api_service(settings: ApiSettings | None = None, session: Session | No
         idempotency_store=idempotency,
         snapshot_ttl_s=settings.snapshot_ttl_s,
         queues=jobs,
+        kueue=jobs,
         hyperpod_cluster_arn=settings.hyperpod_cluster_arn,
         keep_long_lived=freeze_long_lived,
     )
@@ -202,7 +206,9 @@ def build_governor(
     if not (settings.governor and settings.policy_file):
         return None
     from topogov.adapters.kube_objects import KubeObjects
+    from topogov.adapters.kueue_api import KueueApi
     from topogov.domain.hyperpod.mode import mode_in_force
+    from topogov.domain.kueue_version import check_writes
     from topogov.domain.policy import load_policy_file
     from topogov.logic.governor import Governor
     from topogov.logic.governor.addon import AddonWatch
@@ -212,20 +218,17 @@ def build_governor(
     http = KubeHttp(
         api_client or kube_api_client(settings, session or aws_session(settings.region)), max_attempts=3
     )
-    governor = Governor(
-        KubeObjects(http),
-        api_version=settings.kueue_api_version,
-        cohort=settings.cohort,
-        log=logger,
-    )
-    watch = AddonWatch(
-        KubeObjects(http), api_version=settings.kueue_api_version, cluster_arn=settings.hyperpod_cluster_arn
-    )
+    kueue = KueueApi(http, configured=settings.kueue_api_version, kueue_version=settings.kueue_version)
+    governor = Governor(KubeObjects(http), cohort=settings.cohort, log=logger)
+    watch = AddonWatch(KubeObjects(http), cluster_arn=settings.hyperpod_cluster_arn)
 
     def step(snapshot: Snapshot | None) -> GovernorSummary | AddonReport:
         mode = mode_in_force(snapshot.mode if snapshot is not None else None, settings.hyperpod_cluster_arn)
+        # the version discovery chooses (kept 5 min), or the setting if served: ConfigError if not
+        governor.api_version = watch.api_version = kueue.version()
         if mode.hyperpod:
             return watch.run(loaded, mode, http.counters)
+        check_writes(kueue.kueue_version(), governor.api_version)  # v1beta2 needs Kueue v0.15
         return governor.run(loaded, snapshot, http.counters)
 
     return step
@@ -273,6 +276,9 @@ class LazyJobs:
 
     def served_kinds(self) -> frozenset[str]:
         return self.connected.served_kinds()
+
+    def kueue_release(self) -> KueueVersion:
+        return self.connected.kueue_release()
 
     def create_owned(self, namespace: str, manifest: dict[str, Any], owner: JobView) -> None:
         self.connected.create_owned(namespace, manifest, owner)

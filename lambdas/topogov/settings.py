@@ -82,6 +82,10 @@ class ApiSettings(_Settings):
     # A warm container re-reads the snapshot at most this often (a conditional GET): the submit
     # decisions' "fits now" are as fresh as the last reconcile pass plus this.
     snapshot_ttl_s: float = Field(15.0, ge=0)
+    kueue_version: str | None = Field(
+        None,
+        description="the Kueue release the estimates state, where its Deployment's image does not tell it",
+    )
 
     @model_validator(mode="after")
     def _one_cluster(self) -> ApiSettings:
@@ -130,8 +134,15 @@ class ReconcileSettings(_Settings):
     )
     # The governor (Kueue objects from the policy) runs on full passes when the policy is set.
     governor: bool = Field(True, description="keep the Kueue objects in step with the policy")
-    kueue_api_version: Literal["v1beta1", "v1beta2"] = Field(
-        "v1beta1", description="the Kueue API version the governor writes"
+    kueue_api_version: Literal["v1beta1", "v1beta2"] | None = Field(
+        None,
+        description="the Kueue API version to read and write; unset: v1beta2 where the cluster serves "
+        "it, else v1beta1 (adapters/kueue_api.py); set: it must be served, else the pass fails",
+    )
+    kueue_version: str | None = Field(
+        None,
+        description="the Kueue release, where neither its Deployment's image nor the task governance "
+        "add-on tells it (domain/kueue_version.py)",
     )
     cohort: str = Field("topogov", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 

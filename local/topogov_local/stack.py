@@ -72,6 +72,9 @@ class StackOptions:
     # kinds (ControlPlane(training_controllers=True)). Off unless asked for: `topogov local` asks
     # (--no-training-controllers leaves them out); a test's stack only when it submits those kinds.
     training_controllers: bool = False
+    # False: the cluster's Kueue serves v1beta2 only (its CRDs' v1beta1 set served: false once it
+    # runs, as Kueue v0.20 does: ControlPlane(kueue_v1beta1=False))
+    kueue_v1beta1: bool = True
 
 
 # Every call of a local function its deployed role refused, over the stacks of this process (the
@@ -204,6 +207,7 @@ class LocalStack:
             # the training operator's kind, as AWS's install guide adds it to Kueue's configuration
             external_frameworks=(HYPERPOD_JOB_FRAMEWORK,) if self.options.hyperpod else (),
             training_controllers=self.options.training_controllers,
+            kueue_v1beta1=self.options.kueue_v1beta1,
         )
         cluster = self.cluster
         deployer = Deployer(self, self.dir / "deployment")

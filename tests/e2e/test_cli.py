@@ -194,7 +194,8 @@ def test_governor_plan_shows_the_diff_and_changes_nothing_then_apply_converges(s
 
     assert _governor(stack, "plan") == 0
     text = capsys.readouterr().out
-    assert text.startswith("Kueue objects (kueue.x-k8s.io/v1beta1) for 2 GPU flavor(s)")
+    # the version discovery chooses: v1beta2, which the local Kueue v0.17.0 serves
+    assert text.startswith("Kueue objects (kueue.x-k8s.io/v1beta2) for 2 GPU flavor(s)")
     assert "  + create   ClusterQueue hyperpod-ns-team-a-clusterqueue" in text
     assert "  + create   LocalQueue hyperpod-ns-team-c/hyperpod-ns-team-c-localqueue" in text
     assert "Namespace" not in text  # deploy/rbac.yaml declares the team namespaces: they are there

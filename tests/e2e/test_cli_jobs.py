@@ -706,7 +706,15 @@ def test_doctor_checks_each_part_and_says_what_is_wrong(stack, home, tmp_path):
     assert re.search(r"^ok\s+topology labels\s+(\d+) of \1 GPU nodes labelled$", out.stdout, re.M)
     # the local stack's one HyperPod node of another cluster (no task governance add-on here)
     assert re.search(r"^ok\s+HyperPod\s+1 HyperPod node\(s\); no namespace labelled", out.stdout, re.M)
-    assert lines[-1] == "10 of 10 checks passed"
+    # the Kueue the cluster runs, where that was learnt, what it serves and the model answering for it
+    assert re.search(
+        r"^ok\s+Kueue\s+v0\.17\.0 \(from the Kueue Deployment's image "
+        r"registry\.k8s\.io/kueue/kueue:v0\.17\.0\); serves v1beta2, v1beta1, Topogov uses v1beta2; "
+        r"model profile Kueue v0\.17\.0 \(the model's profile\)$",
+        out.stdout,
+        re.M,
+    ), out.stdout
+    assert lines[-1] == "11 of 11 checks passed"
     # a profile the API does not know: the credentials resolve, the API refuses, doctor says so, exit 1
     bad = run(stack, "doctor", profile="nobody", home=home, cwd=tmp_path)
     assert bad.returncode == 1 and re.search(r"^FAIL\s+credentials\s+not authenticated", bad.stdout, re.M)

@@ -105,10 +105,13 @@ def test_the_local_stack_passes_every_check(ready, capsys):
     assert lines["authentication mode"] == "ok API_AND_CONFIG_MAP: the stack's access entries are honoured"
     assert lines["access entries"] == f"ok none on {CLUSTER} for the stack's roles but its own"
     assert "reserving 25 leaves" in lines["Lambda concurrency"]
-    assert lines["Kueue API version"].startswith("ok topogov:kueueApiVersion v1beta1: served")
-    # the local stack runs Kueue's manager outside the cluster: no Deployment to read the version from
-    assert "no Kueue Deployment in the cluster" in lines["Kueue version"]
-    assert "v0.16 or later" in lines["Kueue version"]
+    assert lines["Kueue API version"].startswith("ok v1beta2 (discovered: v1beta2 where served): served")
+    # the local stack runs Kueue's manager outside the cluster, and records its image in a Deployment of
+    # no replicas (topogov_local.cluster.manifests.kueue_deployment_record)
+    assert lines["Kueue version"] == (
+        "ok v0.17.0 (the Kueue Deployment's image registry.k8s.io/kueue/kueue:v0.17.0)"
+    )
+    assert lines["Kueue model profile"] == "ok Kueue v0.17.0 (the model's profile)"
     assert lines["teams.yaml"].endswith("3 teams, no example account")
 
 
@@ -332,12 +335,19 @@ def kueue_deployment(stack, image: str, args: list[str]) -> Iterator[None]:
             },
         },
     }
-    resp = kube.request("POST", "/apis/apps/v1/namespaces/kueue-system/deployments", body=body)
+    path = "/apis/apps/v1/namespaces/kueue-system/deployments"
+    # the local stack's own record of its Kueue (a Deployment of no replicas): put back afterwards
+    record = kube.request("GET", f"{path}/kueue-controller-manager").body
+    record["metadata"] = {k: record["metadata"][k] for k in ("name", "namespace", "labels", "annotations")}
+    record.pop("status", None)
+    kube.request("DELETE", f"{path}/kueue-controller-manager")
+    resp = kube.request("POST", path, body=body)
     assert resp.status == 201, resp.body
     try:
         yield
     finally:
-        kube.request("DELETE", "/apis/apps/v1/namespaces/kueue-system/deployments/kueue-controller-manager")
+        kube.request("DELETE", f"{path}/kueue-controller-manager")
+        assert kube.request("POST", path, body=record).status == 201
 
 
 def test_an_old_kueue_with_topology_aware_scheduling_off(ready, deployer, capsys):
@@ -349,7 +359,8 @@ def test_an_old_kueue_with_topology_aware_scheduling_off(ready, deployer, capsys
     # Then the version and TAS lines fail, each with its fix; exit 1
     assert (code, failed(lines)) == (1, ["Kueue version", "topology-aware scheduling"])
     assert lines["Kueue version"] == (
-        "FAIL registry.k8s.io/kueue/kueue:v0.13.4: Topogov follows v0.17.0 — upgrade Kueue"
+        "FAIL v0.13.4 (the Kueue Deployment's image registry.k8s.io/kueue/kueue:v0.13.4): "
+        "Topogov follows v0.17.0 — upgrade Kueue"
     )
     assert lines["topology-aware scheduling"].startswith("FAIL TopologyAwareScheduling=false — remove that")
 
@@ -359,7 +370,10 @@ def test_kueue_v0_17_from_its_release_manifest_passes(ready, deployer, capsys):
     with kueue_deployment(deployer, "registry.k8s.io/kueue/kueue:v0.17.0", ["--zap-log-level=2"]):
         code, lines = preflight(capsys, ready)
     assert (code, failed(lines)) == (0, [])
-    assert lines["Kueue version"] == "ok registry.k8s.io/kueue/kueue:v0.17.0"
+    assert (
+        lines["Kueue version"]
+        == "ok v0.17.0 (the Kueue Deployment's image registry.k8s.io/kueue/kueue:v0.17.0)"
+    )
     assert lines["topology-aware scheduling"] == "ok on by default since Kueue v0.14; no gate set"
 
 
@@ -419,7 +433,7 @@ def test_without_a_kubeconfig_kubernetes_is_reached_as_the_functions_reach_it(
     # and with the entry every check passes, Kueue read through EKS's authentication
     assert (code2, failed(lines2)) == (0, []), lines2.get("NVIDIA device plugin")
     assert lines2["credentials"].startswith(f"ok {me} ")
-    assert lines2["Kueue API version"].startswith("ok topogov:kueueApiVersion v1beta1: served")
+    assert lines2["Kueue API version"].startswith("ok v1beta2 (discovered: v1beta2 where served): served")
 
 
 # -- usage ------------------------------------------------------------------------------------------------

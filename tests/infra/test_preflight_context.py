@@ -22,7 +22,9 @@ def test_the_defaults_are_deploy_configs(field):
 def test_the_kueue_versions_are_the_ones_deploy_config_accepts():
     from typing import get_args
 
-    assert get_args(DeployConfig.model_fields["kueue_api_version"].annotation) == KUEUE_API_VERSIONS
+    # Optional[Literal[...]]: unset means discovered (v1beta2 where served)
+    literal, none = get_args(DeployConfig.model_fields["kueue_api_version"].annotation)
+    assert get_args(literal) == KUEUE_API_VERSIONS and none is type(None)
 
 
 def test_cdk_json_then_cdk_context_json_then_c_as_the_cdk_cli(tmp_path):

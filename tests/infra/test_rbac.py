@@ -199,6 +199,11 @@ def test_team_namespaces_come_from_teams_yaml() -> None:
 TRAINING_KINDS = tuple((k.group, k.plural) for k in JOB_KINDS)
 
 
+# Both read Kueue's controller Deployment by name, for the Kueue release (adapters/kueue_api.py)
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_RELEASE: set[Grant] = {(KUEUE_NAMESPACE, "apps", "deployments:kueue-controller-manager", "get")}
+
+
 def test_reconciler_has_exactly_its_permissions() -> None:
     governor_verbs = ("get", "list", "create", "update", "delete")  # no watch: it polls
     team_namespaces = tuple(f"namespaces:{ns}" for ns in sorted(_team_namespaces()))
@@ -229,6 +234,7 @@ def test_reconciler_has_exactly_its_permissions() -> None:
         for group, plural in TRAINING_KINDS:
             expected |= _set(ns, group, (plural,), ("get", "list", "patch", "delete"))
         expected |= _set(ns, KUEUE, ("workloads",), ("get", "list", "patch"))
+    expected |= KUEUE_RELEASE
     assert _grants(RECONCILER) == expected
 
 
@@ -252,6 +258,7 @@ def test_api_has_exactly_its_permissions_in_team_namespaces_only() -> None:
         )
     # HyperPod mode: the quotas in force, one GET of each team's ClusterQueue by name (never list)
     expected |= _set(None, KUEUE, tuple(f"clusterqueues:{q}" for q in _team_cluster_queues()), ("get",))
+    expected |= KUEUE_RELEASE  # the one read outside the team namespaces, by name
     assert _grants(API) == expected
     assert not _can(API, "list", KUEUE, "clusterqueues") and not _can(API, "get", KUEUE, "clusterqueues")
     assert not _can(API, "create", "batch", "jobs", "default")
@@ -287,7 +294,7 @@ def test_every_team_namespace_has_its_binding_and_no_other_namespace_does(group:
     namespaces = [
         b["metadata"]["namespace"]
         for b in _bindings_of(group)
-        if b["kind"] == "RoleBinding" and b["metadata"]["namespace"] != RULES_NAMESPACE
+        if b["kind"] == "RoleBinding" and b["metadata"]["namespace"] not in (RULES_NAMESPACE, KUEUE_NAMESPACE)
     ]
     assert sorted(namespaces) == sorted(_team_namespaces())  # one binding per team namespace, no extra
 
@@ -296,7 +303,12 @@ def test_namespaced_roles_are_never_bound_cluster_wide() -> None:
     cluster_bound = {doc["roleRef"]["name"] for doc in _of_kind("ClusterRoleBinding")}
     namespace_bound = {doc["roleRef"]["name"] for doc in _of_kind("RoleBinding")}
     assert cluster_bound == {"topogov-reconciler", "topogov-api-quotas"}
-    assert namespace_bound == {"topogov-api", "topogov-reconciler-team", "topogov-reconciler-pod-rules"}
+    assert namespace_bound == {
+        "topogov-api",
+        "topogov-reconciler-team",
+        "topogov-reconciler-pod-rules",
+        "topogov-kueue-release",
+    }
 
 
 def test_bindings_name_only_the_two_groups() -> None:
@@ -313,7 +325,8 @@ def test_bound_namespaces_are_declared_so_one_apply_works_on_a_fresh_cluster() -
     for i, doc in enumerate(DOCS):  # kubectl applies the documents in file order
         if doc["kind"] == "RoleBinding":
             earlier = {d["metadata"]["name"] for d in DOCS[:i] if d["kind"] == "Namespace"}
-            assert doc["metadata"]["namespace"] in earlier, doc["metadata"]
+            # Kueue's own namespace exists before Topogov is installed (Kueue is a prerequisite)
+            assert doc["metadata"]["namespace"] in earlier | {KUEUE_NAMESPACE}, doc["metadata"]
 
 
 # --- admission policy: structure ------------------------------------------------------------------

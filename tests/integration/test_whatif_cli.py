@@ -42,7 +42,9 @@ def test_a_policy_change_side_by_side_in_100_columns(tmp_path):
     lines = out.stdout.splitlines()
     assert max(len(line) for line in lines) <= 100
     assert lines[1].split()[:2] == ["baseline:", "68"] and lines[2].split()[:2] == ["proposed:", "68"]
-    assert lines[4].split() == ["baseline", "proposed"]  # the columns
+    # offline, the model's profile is said; the cluster's Kueue release is not read
+    assert lines[3] == "  Kueue model profile v0.17.0 (offline: the cluster's Kueue release is not read)"
+    assert lines[5].split() == ["baseline", "proposed"]  # the columns
     for label in ("wait p95", "GPU-hours used / quota", "borrowed GPU-hours", "preemptions suffered"):
         assert label in out.stdout
     assert "inside one layer-3 node" in out.stdout and "free whole layer-3 nodes, mean" in out.stdout

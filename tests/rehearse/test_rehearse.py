@@ -103,6 +103,12 @@ RBAC_JUSTIFIED: dict[str, str] = {
         "add-on's ClusterQueue by name (logic/api_service.py policy_now); this rehearsal's cluster is "
         "plain EKS (tests/e2e/test_hyperpod_local.py makes those reads as topogov:api)"
     ),
+    "topogov-kueue-release [namespaces: kueue-system]: get apps/deployments": (
+        "the Kueue release, read by name from its controller Deployment's image tag "
+        "(adapters/kueue_api.py, kept 5 min): by the reconcile pass before the governor writes, and by "
+        "the API when it estimates a pending job's start; a run with no such estimate leaves the API's "
+        "grant unused (tests/e2e/test_kueue_v1beta2_only.py reads it as both)"
+    ),
     f"{_CLUSTER}: patch namespaces": (
         "the Pod Security labels of a team namespace, by server-side apply, when they differ from the "
         "team's level (logic/governor/team_pods.py); deploy/rbac.yaml declares them right here"

@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from topogov.adapters.kube import KubeHttp
+from topogov.adapters.kueue_api import KueueApi
 from topogov.adapters.listed_views import ListedViews
 from topogov.domain.errors import Conflict, Unavailable, ValidationFailed
 from topogov.domain.kinds import BATCH_JOB, BY_KIND, KINDS, kind_named
+from topogov.domain.kueue_version import KueueVersion
 from topogov.domain.labels import (
     PODSET_LABEL,
     PREFERRED_ANNOTATION,
@@ -22,7 +24,6 @@ from topogov.domain.views.batch import JobView, PodView
 from topogov.domain.views.objects import ClusterQueueView, cluster_queue
 from topogov.domain.views.workload import WorkloadView
 
-KUEUE = "/apis/kueue.x-k8s.io/v1beta1"
 SERVED_TTL_S = 300.0  # how long the kinds the cluster serves are kept (a CRD installed meanwhile waits)
 JSON_PATCH = "application/json-patch+json"
 
@@ -30,15 +31,24 @@ JSON_PATCH = "application/json-patch+json"
 class KubeJobs:
     """Every object it returns is a view (``domain/views``), made here from the API server's JSON.
     A job is of one of the kinds Topogov governs (``domain/kinds.py``); which of them the cluster
-    serves is read by discovery (one GET per API group, kept :data:`SERVED_TTL_S`)."""
+    serves is read by discovery (one GET per API group, kept :data:`SERVED_TTL_S`). Workloads and
+    ClusterQueues are read at the Kueue API version :class:`KueueApi` chooses (v1beta2 where served)."""
 
-    def __init__(self, http: KubeHttp, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, http: KubeHttp, clock: Callable[[], float] = time.monotonic, kueue: KueueApi | None = None
+    ) -> None:
         self.http = http
         self.clock = clock
+        self.kueue = kueue or KueueApi(http, clock=clock)
         # kept while the container is warm: a start estimate lists every Job and Workload of the teams
         self._jobs = ListedViews(JobView.from_api)
         self._workloads = ListedViews(WorkloadView.from_api)
         self._served: tuple[float, frozenset[str]] | None = None
+
+    def kueue_release(self) -> KueueVersion:
+        """The Kueue release the cluster runs (its controller Deployment's image tag, else the setting:
+        ``KueueApi.kueue_version``), kept like the API version."""
+        return self.kueue.kueue_version()
 
     def served_kinds(self) -> frozenset[str]:
         """The kinds of ``domain/kinds.py`` whose API the cluster serves (a CRD installed, and for a
@@ -170,7 +180,7 @@ class KubeJobs:
                 {"op": "remove", "path": f"{base}/required"},
                 {"op": "add", "path": f"{base}/preferred", "value": level},
             ]
-        path = f"{KUEUE}/namespaces/{namespace}/workloads/{workload.name}"
+        path = f"{self.kueue.path()}/namespaces/{namespace}/workloads/{workload.name}"
         resp = self.http.request("PATCH", path, body=patch, content_type=JSON_PATCH)
         if 200 <= resp.status < 300:
             return "switched"
@@ -240,7 +250,7 @@ class KubeJobs:
 
     def admitted_usage(self, namespace: str) -> Resources:
         """What Kueue has admitted in ``namespace``: the requests of its admitted Workloads."""
-        resp = self.http.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")
+        resp = self.http.request("GET", f"{self.kueue.path()}/namespaces/{namespace}/workloads")
         if resp.status != 200:
             return Resources()
         total = Resources()
@@ -278,7 +288,7 @@ class KubeJobs:
 
     def workloads(self, namespace: str) -> list[WorkloadView]:
         """Every Workload in ``namespace`` (one call; a team has few)."""
-        resp = self.http.request("GET", f"{KUEUE}/namespaces/{namespace}/workloads")
+        resp = self.http.request("GET", f"{self.kueue.path()}/namespaces/{namespace}/workloads")
         if resp.status == 404:
             return []
         if resp.status != 200:
@@ -289,20 +299,20 @@ class KubeJobs:
         """A ClusterQueue by name (on HyperPod, the add-on's: the quotas in force), None when there is
         none. One GET: the API may read the teams' queues by name only (deploy/rbac.yaml,
         ``topogov-api-quotas``)."""
-        resp = self.http.request("GET", f"{KUEUE}/clusterqueues/{name}")
+        resp = self.http.request("GET", f"{self.kueue.path()}/clusterqueues/{name}")
         if resp.status == 404:
             return None
         if resp.status != 200:
             message = (resp.body or {}).get("message", "") if isinstance(resp.body, dict) else ""
             raise Unavailable(f"reading ClusterQueue {name} failed: HTTP {resp.status} {message}".strip())
-        return cluster_queue({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", **resp.body})
+        return cluster_queue({"apiVersion": self.kueue.group_version(), "kind": "ClusterQueue", **resp.body})
 
     def workload_for(self, namespace: str, job_uid: str) -> WorkloadView | None:
         """The job's Workload: by the ``kueue.x-k8s.io/job-uid`` label Kueue's job reconciler puts on
         it; else (an operator that makes its own, as HyperPod's does) the one the job owns."""
         resp = self.http.request(
             "GET",
-            f"{KUEUE}/namespaces/{namespace}/workloads",
+            f"{self.kueue.path()}/namespaces/{namespace}/workloads",
             query={"labelSelector": f"{WORKLOAD_JOB_UID_LABEL}={job_uid}"},
         )
         if resp.status != 200:

@@ -54,12 +54,18 @@ def _fail(resp: Response, what: str) -> KubernetesError:
     return KubernetesError(resp.status, what, str(message)[:500])
 
 
+FIELD_MANAGER = "topogov-governor"
+
+
 class KubeObjects:
     """get / list / create / replace / patch / delete of the governor's kinds. Reads answer views
     (``domain/views/objects.py``); writes take the body to write."""
 
-    def __init__(self, http: KubeHttp) -> None:
+    def __init__(self, http: KubeHttp, field_manager: str = FIELD_MANAGER) -> None:
         self.http = http
+        # named on every create, replace and merge patch: the object's managedFields say Topogov wrote
+        # those fields (not the client library's default manager, its user agent)
+        self.field_manager = field_manager
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> ObjectView | None:
         resp = self.http.request("GET", object_path(api_version, kind, name, namespace))
@@ -107,7 +113,11 @@ class KubeObjects:
     def create(self, obj: Mapping[str, Any]) -> ObjectView:
         kind, name, ns = ref(obj)
         resp = self.http.request(
-            "POST", object_path(obj["apiVersion"], kind, None, ns), body=obj, retry=False
+            "POST",
+            object_path(obj["apiVersion"], kind, None, ns),
+            query={"fieldManager": self.field_manager},
+            body=obj,
+            retry=False,
         )
         if resp.status not in (200, 201):
             raise _fail(resp, f"create {kind} {name}")
@@ -116,7 +126,13 @@ class KubeObjects:
     def replace(self, obj: Mapping[str, Any]) -> ObjectView | None:
         """PUT ``obj`` (carrying the resourceVersion it was read at). None on 409: re-read and retry."""
         kind, name, ns = ref(obj)
-        resp = self.http.request("PUT", object_path(obj["apiVersion"], kind, name, ns), body=obj, retry=False)
+        resp = self.http.request(
+            "PUT",
+            object_path(obj["apiVersion"], kind, name, ns),
+            query={"fieldManager": self.field_manager},
+            body=obj,
+            retry=False,
+        )
         if resp.status == 409:
             return None
         if resp.status != 200:
@@ -129,6 +145,7 @@ class KubeObjects:
         resp = self.http.request(
             "PATCH",
             object_path(api_version, kind, name, namespace),
+            query={"fieldManager": self.field_manager},
             body=dict(patch),
             content_type=MERGE_PATCH,
         )

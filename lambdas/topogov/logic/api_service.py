@@ -25,6 +25,7 @@ from topogov.domain.errors import (
 )
 from topogov.domain.hyperpod.mode import Mode, mode_in_force
 from topogov.domain.kinds import job_key, pod_owner
+from topogov.domain.kueue_version import KueueVersion
 from topogov.domain.labels import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
@@ -82,7 +83,14 @@ class QueuesPort(Protocol):
     def cluster_queue(self, name: str) -> ClusterQueueView | None: ...
 
 
-class KubePort(JobsPort, QueuesPort, Protocol):
+class KueuePort(Protocol):
+    """The Kueue release the cluster runs (``adapters/kueue_api.py``): estimates and what-ifs say
+    which release the model answers for."""
+
+    def kueue_release(self) -> KueueVersion: ...
+
+
+class KubePort(JobsPort, QueuesPort, KueuePort, Protocol):
     """The API's Kubernetes side whole: the team namespaces' objects and, on HyperPod, the queues."""
 
 
@@ -235,6 +243,7 @@ class ApiService:
     _idempotency_config: Any = None
     lambda_context: Any = None  # set per invocation: the idempotency record expires with the function
     queues: QueuesPort | None = None  # HyperPod: the add-on's ClusterQueues (the quotas in force)
+    kueue: KueuePort | None = None  # the Kueue release, stated with estimates and what-ifs
     hyperpod_cluster_arn: str | None = None  # the deployment's (TOPOGOV_HYPERPOD_CLUSTER_ARN)
     # called once the model's cluster of a snapshot is built and kept (bootstrap.freeze_long_lived)
     keep_long_lived: Callable[[], None] | None = None
@@ -788,11 +797,23 @@ class ApiService:
                 out[job] = est.when(found[key], state, now_s=now_s)
                 continue
             alt = est.alternatives_for(kept, state, key, now_s=now_s, at=at) if alternatives else None
-            out[job] = est.describe(
+            out[job] = {**est.describe(
                 found[key], state, nodes=nodes, shown=shown_for(job[0]), now_s=now_s, as_of_s=as_of,
                 alternative=alt,
-            )  # fmt: skip
+            ), "kueue": self.kueue_modelled()}  # fmt: skip
         return out
+
+    def kueue_modelled(self) -> dict[str, object]:
+        """The Kueue release the cluster runs, where that was learnt, the model profile answering
+        and, for a release without one, what may differ (``domain/kueue_version.py``)."""
+        from topogov.domain.errors import TopogovError
+        from topogov.domain.kueue_version import UNKNOWN
+
+        try:
+            found = self.kueue.kueue_release() if self.kueue is not None else UNKNOWN
+        except TopogovError:  # the cluster not reachable: the estimate stands, the release unknown
+            found = UNKNOWN
+        return found.as_json()
 
     def cancel(self, caller: Caller, team: str, name: str) -> dict[str, Any]:
         t = self._authorize(caller, team)
@@ -885,7 +906,8 @@ class ApiService:
             named["proposed"] = (changed, proposed)
         out = compare(trace, named, regime=request.regime, release_lag_s=request.release_lag_s)
         extra = {"history": self._history_summary(history, request.history)} if history else {}
-        return {"jobs": len(trace), "nodes": {k: len(v[0]) for k, v in named.items()}, **extra, **out}
+        nodes_of = {k: len(v[0]) for k, v in named.items()}
+        return {"jobs": len(trace), "nodes": nodes_of, "kueue": self.kueue_modelled(), **extra, **out}
 
     def _history_summary(self, history: Any, window: str | None) -> dict[str, Any]:
         """The replayed history's summary, with how far back the ledger can see: a finished job's

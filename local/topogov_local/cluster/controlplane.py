@@ -129,8 +129,12 @@ class ControlPlane:
         audit_log: Path | None = None,
         external_frameworks: Sequence[str] = (),
         training_controllers: bool = False,
+        kueue_v1beta1: bool = True,
     ) -> None:
         self.dir = Path(directory).resolve()
+        # False: every kueue.x-k8s.io CRD's v1beta1 is set ``served: false`` once Kueue runs, as on a
+        # Kueue that no longer serves it (v0.20, kubernetes-sigs/kueue #14558)
+        self.kueue_v1beta1 = kueue_v1beta1
         # Kueue's integrations.externalFrameworks (manifests.kueue_configuration)
         self.external_frameworks = tuple(external_frameworks)
         self.with_kueue = kueue
@@ -387,6 +391,7 @@ class ControlPlane:
         ca_pem = self.pki.webhook_ca.read_bytes()
         self.apply(manifests.kueue_crds(kueue_dir, hook_url, ca_pem))
         self.apply(manifests.kueue_rbac(kueue_dir))
+        self.apply([manifests.kueue_deployment_record(build.KUEUE_VERSION)])
         self.apply(manifests.kueue_webhooks(kueue_dir, hook_url, ca_pem))
         self._wait_established()
         certs = self._serving_certs("kueue-certs")
@@ -417,6 +422,40 @@ class ControlPlane:
             ],
             lambda: _probe(f"http://127.0.0.1:{p['kueue-health']}/readyz"),
         )
+        if not self.kueue_v1beta1:
+            self.unserve_kueue_version("v1beta1")
+
+    def unserve_kueue_version(self, version: str, timeout_s: float = 30) -> None:
+        """Set ``served: false`` on ``version`` of every ``kueue.x-k8s.io`` CRD (a JSON patch each,
+        tested against the index), then wait until discovery no longer lists it."""
+        admin = self.admin()
+        crds = admin.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions").body
+        for crd in crds["items"]:
+            if crd["spec"]["group"] != "kueue.x-k8s.io":
+                continue
+            for i, v in enumerate(crd["spec"]["versions"]):
+                if v["name"] != version:
+                    continue
+                patch = [
+                    {"op": "test", "path": f"/spec/versions/{i}/name", "value": version},
+                    {"op": "replace", "path": f"/spec/versions/{i}/served", "value": False},
+                ]
+                name = crd["metadata"]["name"]
+                resp = admin.request(
+                    "PATCH",
+                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
+                    body=patch,
+                    content_type="application/json-patch+json",
+                )
+                if resp.status != 200:
+                    raise RuntimeError(f"unserving {name} {version}: HTTP {resp.status} {resp.body}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            group = admin.request("GET", "/apis/kueue.x-k8s.io").body or {}
+            if version not in {v.get("version") for v in group.get("versions") or ()}:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"kueue.x-k8s.io still serves {version} after {timeout_s:.0f}s")
 
     def _start_training(self, bins: Path) -> None:
         """JobSet and the training operator: their CRDs, RBAC and webhook configurations
@@ -759,6 +798,7 @@ _PLURALS = {
     "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
     "Topology": "topologies",
     "WorkloadPriorityClass": "workloadpriorityclasses",
+    "Deployment": "deployments",
 }
 
 

@@ -126,6 +126,35 @@ def kueue_rbac(kueue_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def kueue_deployment_record(version: str) -> dict[str, Any]:
+    """A Deployment that records the Kueue release the cluster runs, as Kueue's release manifests
+    deploy the manager (config/default: ``kueue-controller-manager`` in ``kueue-system``, container
+    ``manager``, image ``registry.k8s.io/kueue/kueue:<release>``), with no replica: the manager here
+    runs on the host, built from that release's module. Topogov reads the release from its image tag
+    (``adapters/kueue_api.py``), as on a cluster where Kueue runs in pods."""
+    labels = {"app.kubernetes.io/name": "kueue", "control-plane": "controller-manager"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "kueue-controller-manager",
+            "namespace": KUEUE_NAMESPACE,
+            "labels": labels,
+            "annotations": {"topogov.local/note": "a record: the manager runs on the host, not in pods"},
+        },
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{"name": "manager", "image": f"registry.k8s.io/kueue/kueue:{version}"}]
+                },
+            },
+        },
+    }
+
+
 def kueue_webhooks(kueue_dir: Path, webhook_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
     """``config/components/webhook/manifests.yaml``: each webhook by URL, with the namespace
     selectors of the kustomization's patches."""

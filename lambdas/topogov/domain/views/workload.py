@@ -1,5 +1,6 @@
 """Views of Kueue's Workload (``kueue.x-k8s.io``, kubernetes-sigs/kueue v0.17.0
-``apis/kueue/v1beta1/workload_types.go``; v1beta2 names the same fields the same way)."""
+``apis/kueue/v1beta1/workload_types.go``; v1beta2 names the same fields the same way, but for an
+admitted pod set's ``topologyAssignment``, read here in both encodings: :func:`topology_domains`)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class PodSet:
 
 @view
 class TopologyAssignment:
-    """``topologyAssignment`` (v1beta1): the level labels, and per domain its values and pod count."""
+    """``topologyAssignment``: the level labels, and per domain its values and pod count (v1beta1's
+    ``domains``, or v1beta2's ``slices`` expanded: :func:`topology_domains`)."""
 
     levels: tuple[str, ...]
     domains: tuple[tuple[tuple[str, ...], int], ...]
@@ -136,10 +138,36 @@ def _assignment(psa: Mapping[str, Any]) -> PodSetAssignment:
         psa.get("flavors") or {},
         psa.get("resourceUsage") or EMPTY,
         int(psa.get("count", 0)),
-        TopologyAssignment(
-            tuple(ta.get("levels") or ()),
-            tuple([(tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()]),
-        )
-        if ta
-        else None,
+        TopologyAssignment(tuple(ta.get("levels") or ()), topology_domains(ta)) if ta else None,
     )
+
+
+def topology_domains(ta: Mapping[str, Any]) -> tuple[tuple[tuple[str, ...], int], ...]:
+    """The domains of a ``topologyAssignment``, each ``(values per level, pod count)``, in either
+    encoding (kubernetes-sigs/kueue v0.17.0 ``apis/kueue/v1beta1/workload_conversion.go`` converts
+    between them):
+
+    * v1beta1: ``domains: [{values: [...], count: n}]``;
+    * v1beta2 (``apis/kueue/v1beta2/workload_types.go``): ``slices``, each of ``domainCount`` domains,
+      ``valuesPerLevel`` per level either ``universal`` (one value for every domain of the slice) or
+      ``individual`` (``prefix`` + each of ``roots`` + ``suffix``), and ``podCounts`` either
+      ``universal`` or ``individual`` (one per domain); the union of the slices, in order."""
+    if "domains" in ta:
+        return tuple([(tuple(d["values"]), int(d["count"])) for d in ta.get("domains") or ()])
+    out: list[tuple[tuple[str, ...], int]] = []
+    for sl in ta.get("slices") or ():
+        n = int(sl.get("domainCount") or 0)
+        columns = [_level_values(lv, n) for lv in sl.get("valuesPerLevel") or ()]
+        counts = sl.get("podCounts") or EMPTY
+        per = counts.get("individual")
+        pods = [int(c) for c in per] if per is not None else [int(counts.get("universal") or 0)] * n
+        out += [(tuple(col[i] for col in columns), pods[i]) for i in range(n)]
+    return tuple(out)
+
+
+def _level_values(lv: Mapping[str, Any], n: int) -> list[str]:
+    if lv.get("universal") is not None:
+        return [str(lv["universal"])] * n
+    ind = lv.get("individual") or EMPTY
+    prefix, suffix = ind.get("prefix") or "", ind.get("suffix") or ""
+    return [f"{prefix}{root}{suffix}" for root in ind.get("roots") or ()]
