@@ -252,7 +252,7 @@ def test_api_has_exactly_its_permissions_in_team_namespaces_only() -> None:
         for group, plural in TRAINING_KINDS:
             expected |= _set(ns, group, (plural,), ("create", "get", "list", "delete"))
         expected |= (
-            _set(ns, "", ("services",), ("create", "delete"))  # a rendered Job's headless Service
+            _set(ns, "", ("services",), ("create",))  # a rendered Job's headless Service
             | _set(ns, "", ("pods",), ("list",))
             | _set(ns, KUEUE, ("workloads",), ("list",))
         )

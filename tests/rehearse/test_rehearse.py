@@ -70,6 +70,7 @@ JUSTIFIED: dict[tuple[str, str], str] = {
 _CLUSTER = "topogov-reconciler [cluster]"
 _TEAMS = "topogov-reconciler-team [namespaces: hyperpod-ns-team-a, hyperpod-ns-team-b, hyperpod-ns-team-c]"
 _PODS = "topogov-reconciler-pod-rules [namespaces: topogov-system]"
+_API = "topogov-api [namespaces: hyperpod-ns-team-a, hyperpod-ns-team-b, hyperpod-ns-team-c]"
 RBAC_JUSTIFIED: dict[str, str] = {
     f"{_CLUSTER}: create namespaces": (
         "the governor creates a team's namespace when it is missing (a Namespace CREATE of "
@@ -130,6 +131,20 @@ RBAC_JUSTIFIED: dict[str, str] = {
             "tests/e2e/test_training_local.py and tests/e2e/test_hyperpod_local.py run them"
         )
         for verb in ("get", "patch", "delete")
+        for kind in (
+            "jobset.x-k8s.io/jobsets",
+            "kubeflow.org/pytorchjobs",
+            "sagemaker.amazonaws.com/hyperpodpytorchjobs",
+        )
+    },
+    **{
+        f"{_API}: {verb} {kind}": (
+            "the API submits, reads, lists and cancels the training kinds as it does batch/v1 Jobs "
+            "(lambdas/topogov/domain/kinds.py); this rehearsal's cluster serves none of their CRDs, so "
+            "a high-level job renders as an Indexed Job; tests/e2e/test_training_local.py and "
+            "tests/e2e/test_hyperpod_local.py use these rules"
+        )
+        for verb in ("create", "get", "list", "delete")
         for kind in (
             "jobset.x-k8s.io/jobsets",
             "kubeflow.org/pytorchjobs",
