@@ -298,8 +298,12 @@ def test_the_api_submits_as_the_addon_expects_and_reads_the_quota_from_its_queue
 
     pods = wait_for("hp-api's 4 pods Running", running)
     assert len({labels[p["spec"]["nodeName"]][layer_label(3)] for p in pods}) == 1
-    view = call(stack, "GET", "/v1/jobs/team-a/hp-api").json()
-    assert (view["kind"], view["status"]) == ("HyperPodPyTorchJob", "Running"), view
+    # the operator writes its Running condition after the pods run: the API reads that condition
+    view = wait_for(
+        "the API's view of hp-api Running",
+        lambda: (v := call(stack, "GET", "/v1/jobs/team-a/hp-api").json())["status"] == "Running" and v,
+    )
+    assert view["kind"] == "HyperPodPyTorchJob", view
     # a topology beside an instance type: kept, as hyp writes it, and the decision says it pins the flavor
     both = call(
         stack, "POST", "/v1/jobs?dryRun=true",

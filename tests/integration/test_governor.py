@@ -328,17 +328,24 @@ def test_v1beta2_objects_are_written_with_cohort_name(kube, governor, logged):
     assert gov.plan(load_policy(policy_doc()), sample_snapshot()).changes == []
 
 
+def written_by_hand(kube, path: str, change) -> None:
+    """A read, a change and a PUT, as kubectl edit does; again when the PUT meets a 409 (Kueue writes
+    a queue's status at any time), so the change is surely made."""
+    for _ in range(10):
+        obj = get(kube, path)
+        change(obj)
+        if kube.request("PUT", path, body=obj).status == 200:
+            return
+    raise AssertionError(f"PUT {path}: a 409 ten times over")
+
+
 def test_a_conflicting_writer_is_retried_and_a_failing_write_is_reported(server, kube, governor):
     policy = load_policy(policy_doc())
     governor.run(policy, sample_snapshot())
-    cq = get(kube, cq_path(CQ_A))
-    cq["spec"]["stopPolicy"] = "Hold"
-    kube.request("PUT", cq_path(CQ_A), body=cq)
+    written_by_hand(kube, cq_path(CQ_A), lambda cq: cq["spec"].update(stopPolicy="Hold"))
     plan = governor.plan(policy, sample_snapshot())
     # Someone else writes between our read and our write: our PUT gets 409, we re-read and win.
-    cq = get(kube, cq_path(CQ_A))
-    cq["metadata"]["annotations"] = {"touched": "yes"}
-    kube.request("PUT", cq_path(CQ_A), body=cq)
+    written_by_hand(kube, cq_path(CQ_A), lambda cq: cq["metadata"].update(annotations={"touched": "yes"}))
     assert governor.apply(plan).complete
     fixed = get(kube, cq_path(CQ_A))
     assert fixed["spec"]["stopPolicy"] == "None" and fixed["metadata"]["annotations"]["touched"] == "yes"
